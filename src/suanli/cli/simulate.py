@@ -1,0 +1,285 @@
+"""``suanli simulate``: one synthetic workload, several policy sets, compared side by side.
+
+Flow: check the options, load the cluster, resolve the policy sets in the registry (all of
+this before any work, so bad input fails fast), generate the workload once, simulate it under
+each policy set, then print a table (or JSON) and optionally write files (``--out``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+import suanli
+from suanli.cli.errors import fail, user_errors
+from suanli.cli.table import results_table
+from suanli.config.cluster import load_cluster
+from suanli.core.model import ClusterSpec, Job
+from suanli.core.registry import create
+from suanli.sim.engine import PolicySet, simulate
+from suanli.sim.export import render_json, write_results
+from suanli.sim.results import SimResult
+from suanli.workload.synthetic import WorkloadConfig, generate
+
+DEFAULT_CLUSTER = "64x8xH100"
+DEFAULT_POLICIES = (
+    "fifo+first-fit",
+    "fifo+best-fit",
+    "fifo/strict+best-fit",
+    "priority+best-fit",
+    "sjf+best-fit",
+    "smallest-first+packing",
+)
+NON_TTY_WIDTH = 200
+"""Console width when stdout is not a terminal: wide enough for the table not to wrap."""
+
+
+def resolve_policies(texts: Sequence[str]) -> list[PolicySet]:
+    """Parsed policy sets, duplicates dropped (first kept), every name checked in the registry.
+
+    Raises ``SpecError`` (syntax) or ``UnknownPolicyError`` (name).
+    """
+    out: dict[str, PolicySet] = {}
+    for text in texts:
+        ps = PolicySet.parse(text.strip())
+        create("queue", ps.queue)
+        create("placement", ps.placement)
+        out.setdefault(ps.label, ps)
+    return list(out.values())
+
+
+def check_options(
+    jobs: int, seed: int, load: float, cycle_interval: float, until: float | None
+) -> None:
+    """``fail`` on the first option out of range."""
+    if jobs < 1:
+        fail(f"--jobs: must be >= 1 (got {jobs})")
+    if seed < 0:
+        fail(f"--seed: must be >= 0 (got {seed})")
+    if not (math.isfinite(load) and load > 0):
+        fail(f"--load: must be a number > 0 (got {load:g})")
+    if not (math.isfinite(cycle_interval) and cycle_interval >= 0):
+        fail(f"--cycle-interval: must be a number >= 0 (got {cycle_interval:g})")
+    if until is not None and not (math.isfinite(until) and until > 0):
+        fail(f"--until: must be a number > 0 (got {until:g})")
+
+
+def describe_cluster(cluster: ClusterSpec) -> str:
+    """``64 nodes, 512 GPUs (H100)``."""
+    models = ", ".join(m.name for m in cluster.gpu_models) or "CPU only"
+    return f"{len(cluster.nodes):,} nodes, {cluster.total_gpus:,} GPUs ({models})"
+
+
+def run_meta(
+    cluster: ClusterSpec,
+    jobs: int,
+    seed: int,
+    load: float,
+    cycle_interval: float,
+    until: float | None,
+) -> dict[str, Any]:
+    """What was run, for the JSON output and summary.json."""
+    return {
+        "suanli_version": suanli.__version__,
+        "cluster": cluster.name,
+        "nodes": len(cluster.nodes),
+        "gpus": cluster.total_gpus,
+        "gpu_models": [m.name for m in cluster.gpu_models],
+        "workload": {
+            "kind": "synthetic",
+            "jobs": jobs,
+            "seed": seed,
+            "target_load": load,
+            "speed_weighted_load": True,
+            "load_window": True,
+        },
+        "seed": seed,
+        "cycle_interval": cycle_interval,
+        "until": until,
+    }
+
+
+def generate_workload(
+    config: WorkloadConfig, cluster: ClusterSpec, progress: Progress | None
+) -> list[Job]:
+    """The synthetic jobs for ``cluster``, with a spinner on ``progress`` while they are drawn."""
+    if progress is None:
+        return generate(config, cluster)
+    task = progress.add_task("generating workload", total=None, detail=f"{config.jobs:,} jobs")
+    try:
+        return generate(config, cluster)
+    finally:
+        progress.remove_task(task)
+
+
+def run_all(
+    cluster: ClusterSpec,
+    jobs: list[Job],
+    policies: Sequence[PolicySet],
+    *,
+    seed: int,
+    cycle_interval: float,
+    until: float | None,
+    progress: Progress | None,
+) -> list[SimResult]:
+    """Simulate ``jobs`` under each policy set in turn (same jobs, same seed)."""
+    results = []
+    for ps in policies:
+        report: Callable[[int], None] | None = None
+        if progress is not None:
+            task = progress.add_task(ps.label, total=len(jobs), detail="")
+
+            def report(n: int, task: Any = task) -> None:
+                progress.update(task, completed=n, detail=f"{n:,}/{len(jobs):,} jobs arrived")
+
+        results.append(
+            simulate(
+                cluster,
+                jobs,
+                ps,
+                seed=seed,
+                cycle_interval=cycle_interval,
+                until=until,
+                progress=report,
+            )
+        )
+    return results
+
+
+@contextmanager
+def progress_bars(console: Console, enabled: bool) -> Iterator[Progress | None]:
+    """A live progress display on ``console`` (transient), or ``None`` when not ``enabled``.
+
+    When disabled no ``Progress`` is made at all: some rich versions write a blank line on
+    stopping even a disabled one, which would break one-line errors and pure JSON output.
+    """
+    if not enabled:
+        yield None
+        return
+    with Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bars:
+        yield bars
+
+
+def simulate_command(
+    cluster: Annotated[
+        str,
+        typer.Option(
+            "--cluster",
+            "-c",
+            metavar="SPEC",
+            help="Short form (64x8xH100, 32x8xH100+16x4xA100[rack=16], "
+            "18x4xGB200[nvlink=72,cpu=144,mem=2T]) or a .yaml/.yml file.",
+        ),
+    ] = DEFAULT_CLUSTER,
+    jobs: Annotated[int, typer.Option("--jobs", "-n", help="Synthetic jobs to generate.")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the workload and the policies.")] = 0,
+    load: Annotated[
+        float,
+        typer.Option(
+            "--load",
+            help="Target offered load: GPU work asked per second over the cluster's "
+            "speed-weighted GPU capacity (0.9 = 90%).",
+        ),
+    ] = 0.9,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            metavar="QUEUE[/strict]+PLACEMENT",
+            help="Policy set QUEUE[/strict]+PLACEMENT, repeatable "
+            f"(default: {', '.join(DEFAULT_POLICIES)}). See `suanli policies`.",
+        ),
+    ] = None,
+    cycle_interval: Annotated[
+        float,
+        typer.Option(
+            "--cycle-interval",
+            help="Seconds between scheduling cycles; 0 runs a cycle at every event.",
+        ),
+    ] = 0.0,
+    until: Annotated[
+        float | None,
+        typer.Option("--until", help="Stop the clock at this simulated second."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the summaries, as JSON.")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Directory for per-job and time-series CSVs, summary.json and allocation.png.",
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar and no notes; results only.")
+    ] = False,
+) -> None:
+    """Replay a synthetic workload under several policy sets and compare them side by side."""
+    check_options(jobs, seed, load, cycle_interval, until)
+    if out is not None:
+        try:  # fail before the work, not after it
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            fail(f"--out {out}: cannot create the directory: {e.strerror or e}")
+    with user_errors():
+        spec = load_cluster(cluster)
+        policies = resolve_policies(policy or DEFAULT_POLICIES)
+        config = WorkloadConfig(jobs=jobs, seed=seed, target_load=load)
+        err = Console(stderr=True, highlight=False)
+        with progress_bars(err, not (quiet or as_json) and err.is_terminal) as bars:
+            workload = generate_workload(config, spec, bars)
+            results = run_all(
+                spec,
+                workload,
+                policies,
+                seed=seed,
+                cycle_interval=cycle_interval,
+                until=until,
+                progress=bars,
+            )
+    meta = run_meta(spec, jobs, seed, load, cycle_interval, until)
+    if as_json:
+        sys.stdout.write(render_json(results, meta))
+    else:
+        console = Console(highlight=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, width=NON_TTY_WIDTH)
+        title = (
+            f"{spec.name}: {describe_cluster(spec)} · {jobs:,} synthetic jobs, "
+            f"seed {seed}, offered load {load:g}"
+        )
+        console.print(title, markup=False)
+        console.print(results_table(results))
+        if not quiet:
+            console.print(
+                "GPU allocation/utilisation: time-weighted share of GPU capacity while the jobs "
+                "arrive (first to last arrival); whole run: to the last finish (or --until). "
+                "Bold: best of the row.",
+                style="dim",
+            )
+    if out is not None:
+        try:
+            written = write_results(results, out, meta)
+        except OSError as e:
+            fail(f"--out {out}: cannot write results: {e.strerror or e}")
+        if not quiet:
+            typer.echo(f"wrote {len(written)} files to {out}", err=as_json)

@@ -1,0 +1,122 @@
+"""Placing a whole job: all of its tasks or none (a gang), compact where it must spread.
+
+1. Count, per node, how many of the job's identical tasks fit now (``fit_counts``).
+2. If the cluster cannot take the job's gang minimum, fail with the numbers (``NoCapacity``).
+3. If one node can take every task to be started, the placement policy picks that node.
+4. Otherwise spread over the fewest nodes; among layouts with that many nodes prefer one
+   NVLink domain, then one rack. Nodes are taken most-capacity first, policy score next.
+5. Inside each chosen node the policy picks the GPUs, one task at a time, and each task is
+   assumed on the view at once (so the next task sees it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from suanli.core.decisions import JobPlacement, NoCapacity
+from suanli.core.model import Job, TaskRequest
+from suanli.core.seams import Placement
+from suanli.core.view import ClusterView, TaskPlacement
+
+
+def place_job(
+    view: ClusterView,
+    job: Job,
+    policy: Placement,
+    rng: np.random.Generator,
+) -> tuple[JobPlacement | None, NoCapacity | None, np.ndarray]:
+    """Place ``job`` on ``view`` (allocating it) or say why not.
+
+    Returns ``(placement, None, k)`` on success and ``(None, reason, k)`` otherwise, where
+    ``k`` is the per-node fit count computed before placing (callers keep it to learn when a
+    blocked shape may fit again).
+    """
+    task = job.task
+    if job.tasks == 1:
+        # Hot path: one task, a boolean mask is all we need (k is 0 or 1 per node).
+        k = view.feasible(task)
+        nodes = k.nonzero()[0]
+        if not len(nodes):
+            return None, NoCapacity(1, 0, 0), k
+        chosen = [(int(nodes[_best(policy.score(view, task, 1, nodes, rng))]), 1)]
+        return _allocate(view, task, chosen, policy, rng), None, k
+
+    k = view.fit_counts(task, job.tasks)
+    total = int(k.sum())
+    if total < job.min_tasks:
+        return None, NoCapacity(job.min_tasks, total, int(k.max(initial=0))), k
+    count = min(job.tasks, total)
+    if count == 1:
+        nodes = k.nonzero()[0]
+        chosen = [(int(nodes[_best(policy.score(view, task, 1, nodes, rng))]), 1)]
+    else:
+        single = (k >= count).nonzero()[0]
+        if len(single):
+            best = _best(policy.score(view, task, count, single, rng))
+            chosen = [(int(single[best]), count)]
+        else:
+            chosen = _spread(view, k, count, policy, task, rng)
+
+    return _allocate(view, task, chosen, policy, rng), None, k
+
+
+def _allocate(
+    view: ClusterView,
+    task: TaskRequest,
+    chosen: list[tuple[int, int]],
+    policy: Placement,
+    rng: np.random.Generator,
+) -> JobPlacement:
+    """Pick GPUs node by node, task by task, assuming each task on the view at once."""
+    tasks: list[TaskPlacement] = []
+    for node, n_tasks in chosen:
+        for _ in range(n_tasks):
+            gpus = policy.pick_gpus(view, node, task, rng)
+            tp = view.placement_for(node, gpus, task)
+            view.allocate(tp)
+            tasks.append(tp)
+    return JobPlacement.of(tuple(tasks))
+
+
+def _best(scores: np.ndarray) -> int:
+    # argmin returns the first minimum: ties go to the lowest candidate index.
+    return int(scores.argmin())
+
+
+def _spread(
+    view: ClusterView,
+    k: np.ndarray,
+    count: int,
+    policy: Placement,
+    task: TaskRequest,
+    rng: np.random.Generator,
+) -> list[tuple[int, int]]:
+    """Nodes and task counts for a gang that no single node can hold."""
+    nodes = k.nonzero()[0]
+    kk = k[nodes]
+    score = policy.score(view, task, 1, nodes, rng)
+    # Most capacity first, then policy score, then node index (lexsort: last key is primary).
+    order = np.lexsort((nodes, score, -kk))
+    need_global = int(np.searchsorted(np.cumsum(kk[order]), count) + 1)
+
+    for groups in (view.node_domain[nodes], view.node_rack[nodes]):
+        best_group, best_need = -1, need_global + 1
+        totals = np.bincount(groups, weights=kk)
+        for grp in (totals >= count).nonzero()[0]:
+            sel = order[groups[order] == grp]
+            need = int(np.searchsorted(np.cumsum(kk[sel]), count) + 1)
+            if need < best_need:
+                best_group, best_need = int(grp), need
+        if best_group >= 0 and best_need == need_global:
+            order = order[groups[order] == best_group]
+            break
+
+    chosen: list[tuple[int, int]] = []
+    left = count
+    for i in order:
+        take = int(min(kk[i], left))
+        chosen.append((int(nodes[i]), take))
+        left -= take
+        if left == 0:
+            break
+    return chosen

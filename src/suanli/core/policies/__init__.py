@@ -1,0 +1,14 @@
+"""Built-in policies. Each module registers one policy as ``seam/name``."""
+
+from suanli.core.policies import (  # noqa: F401
+    best_fit,
+    dot_product,
+    fifo,
+    first_fit,
+    packing,
+    priority,
+    random_fit,
+    sjf,
+    smallest_first,
+    worst_fit,
+)

@@ -1,0 +1,347 @@
+"""The cluster view: free capacity of every GPU and node as NumPy arrays.
+
+Layout. Nodes are indexed ``0..N-1`` in the order of the cluster spec. GPUs live in 2-D
+arrays of shape ``(N, G)`` where ``G`` is the largest GPU count of any node rounded up to a
+multiple of 8 (so a row of booleans reads as whole 64-bit words); the slots past a node's real
+GPUs are padding with zero capacity, so no request ever fits them. Per node the
+view keeps derived totals (fully free GPUs, free milli-GPU) so that the common questions are
+one vectorised expression over all nodes.
+
+Contract. ``allocate`` refuses (``OvercommitError``) anything that would take more than is
+free on a GPU or a node; ``release`` is its exact inverse and refuses to free more than was
+taken. The ``checkpoint``/``rollback`` pair is the what-if: every allocation after a
+checkpoint is undone exactly, in reverse order, leaving every array bit-for-bit as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+
+from suanli.core.model import MILLI, ClusterSpec, TaskRequest
+
+FREE_SCORE_CPU = 0.5
+FREE_SCORE_MEM = 0.25
+
+
+class OvercommitError(ValueError):
+    """An allocation that would take more than is free, or a release of more than was taken."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlacement:
+    """Where one task runs: a node, the GPUs on it, and what it holds of each."""
+
+    node: int
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    gpu_memory_mib: int
+    cpu_milli: int
+    memory_mib: int
+
+
+class ClusterView:
+    """Free capacity of a cluster, array-backed. See the module docstring for the contract."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        nodes = spec.nodes
+        n = len(nodes)
+        g = max((nd.gpus for nd in nodes), default=0)
+        self.n_nodes = n
+        self.max_gpus = g
+        self.models = spec.gpu_models
+        self.model_index = {m.name: i for i, m in enumerate(self.models)}
+
+        self.node_gpus = np.array([nd.gpus for nd in nodes], dtype=np.int64)
+        self.node_model = np.array(
+            [self.model_index[nd.gpu_model.name] if nd.gpu_model else -1 for nd in nodes],
+            dtype=np.int64,
+        )
+        self.node_speed = np.array(
+            [nd.gpu_model.speed if nd.gpu_model else 1.0 for nd in nodes], dtype=np.float64
+        )
+        self.cap_cpu = np.array([nd.cpu_milli for nd in nodes], dtype=np.int64)
+        self.cap_mem = np.array([nd.memory_mib for nd in nodes], dtype=np.int64)
+        self.healthy = np.array([nd.healthy for nd in nodes], dtype=bool)
+        self._all_healthy = bool(self.healthy.all())
+        racks: dict[str, int] = {}
+        domains: dict[str, int] = {}
+        self.node_rack = np.array([racks.setdefault(nd.rack, len(racks)) for nd in nodes])
+        self.node_domain = np.array([domains.setdefault(nd.domain, len(domains)) for nd in nodes])
+        self.n_racks = len(racks)
+        self.n_domains = len(domains)
+
+        self.gpu_slots = gp = max(8, -(-g // 8) * 8)
+        slot = np.arange(gp)[None, :] < self.node_gpus[:, None]
+        gpu_mem = np.array(
+            [nd.gpu_model.memory_mib if nd.gpu_model else 0 for nd in nodes], dtype=np.int64
+        )
+        self.gpu_exists = slot
+        self.gpu_cap_mem = np.where(slot, gpu_mem[:, None], 0).astype(np.int64)
+        self.gpu_free_milli = np.where(slot, MILLI, 0).astype(np.int64)
+        self.gpu_free_mem = self.gpu_cap_mem.copy()
+        self.node_full_free = self.node_gpus.copy()
+        self.node_free_milli = self.node_gpus * MILLI
+        self.free_cpu = self.cap_cpu.copy()
+        self.free_mem = self.cap_mem.copy()
+
+        # Per-node weights that turn free CPU and memory into a share of the node (for scores).
+        self.inv_cpu = 1.0 / np.maximum(self.cap_cpu, 1)
+        self.inv_mem = 1.0 / np.maximum(self.cap_mem, 1)
+        self.uniform_caps = bool((self.cap_cpu == self.cap_cpu[0]).all()) and bool(
+            (self.cap_mem == self.cap_mem[0]).all()
+        )
+        self.w_cpu = (FREE_SCORE_CPU * self.inv_cpu).tolist()
+        self.w_mem = (FREE_SCORE_MEM * self.inv_mem).tolist()
+        self.free_score = (
+            self.node_free_milli
+            + FREE_SCORE_CPU * self.inv_cpu * self.free_cpu
+            + FREE_SCORE_MEM * self.inv_mem * self.free_mem
+        )
+        """Per node: free milli-GPU + 0.5 × free CPU share + 0.25 × free memory share.
+
+        One sortable number for "how much is left" (milli-GPU first; the CPU and memory terms
+        stay below one milli-GPU and only break ties). Recomputed, never accumulated, on every
+        change of the node, so equal states give bit-equal scores.
+        """
+        self.total_gpus = int(self.node_gpus.sum())
+        self.allocated_milli = 0
+        """Milli-GPU allocated over the whole cluster (kept current by allocate/release)."""
+        self._undo: list[TaskPlacement] = []
+        self._tracking = 0
+        self._model_masks: dict[frozenset[str], np.ndarray] = {}
+
+    # ---------------------------------------------------------------- feasibility
+    def model_mask(self, models: frozenset[str]) -> np.ndarray:
+        """Healthy nodes whose GPU model is acceptable (any healthy node when ``models`` is empty)."""
+        if self._all_healthy:
+            return self.model_ok(models)
+        return self.model_ok(models) & self.healthy
+
+    def model_ok(self, models: frozenset[str]) -> np.ndarray:
+        """Nodes whose GPU model is acceptable, healthy or not (read-only, cached)."""
+        mask = self._model_masks.get(models)
+        if mask is None:
+            if models:
+                idx = [self.model_index[m] for m in models if m in self.model_index]
+                mask = np.isin(self.node_model, idx)
+            else:
+                mask = np.ones(self.n_nodes, dtype=bool)
+            mask.flags.writeable = False
+            self._model_masks[models] = mask
+        return mask
+
+    def fit_counts(self, task: TaskRequest, limit: int = 1 << 30) -> np.ndarray:
+        """How many copies of ``task`` each node can take now, at most ``limit`` (int64, per node).
+
+        Exact for identical tasks: GPUs are independent, so the count of fractional tasks a
+        node holds is the sum over its GPUs, whatever order they are placed in.
+        """
+        if task.gpus == 0:
+            k = np.full(self.n_nodes, limit, dtype=np.int64)
+        elif task.gpu_milli < MILLI:
+            per_gpu = self.gpu_free_milli // task.gpu_milli
+            if task.gpu_memory_mib:
+                np.minimum(per_gpu, self.gpu_free_mem // task.gpu_memory_mib, out=per_gpu)
+            k = per_gpu.sum(axis=1)
+        else:
+            k = self.node_full_free // task.gpus
+        if task.cpu_milli:
+            np.minimum(k, self.free_cpu // task.cpu_milli, out=k)
+        if task.memory_mib:
+            np.minimum(k, self.free_mem // task.memory_mib, out=k)
+        np.minimum(k, limit, out=k)
+        k[~self.model_mask(task.gpu_models)] = 0
+        return k
+
+    def feasible(self, task: TaskRequest) -> np.ndarray:
+        """Boolean mask over nodes: can this node take one more such task now?
+
+        Same answer as ``fit_counts(task) > 0``, with comparisons instead of divisions: this
+        is the hot path of single-task jobs.
+        """
+        if task.gpus == 0:
+            m = self.model_mask(task.gpu_models).copy()
+        else:
+            if task.gpu_milli < MILLI:
+                per_gpu = self.gpu_free_milli >= task.gpu_milli
+                if task.gpu_memory_mib:
+                    per_gpu &= self.gpu_free_mem >= task.gpu_memory_mib
+                m = self._any_gpu(per_gpu)
+            else:
+                m = self.node_full_free >= task.gpus
+            m &= self.model_mask(task.gpu_models)
+        if task.cpu_milli:
+            m &= self.free_cpu >= task.cpu_milli
+        if task.memory_mib:
+            m &= self.free_mem >= task.memory_mib
+        return m
+
+    def _any_gpu(self, per_gpu: np.ndarray) -> np.ndarray:
+        """Row-wise any() of a C-contiguous (N, G) bool array, reading 8 GPUs as one word."""
+        words = per_gpu.view(np.uint64)
+        out = words[:, 0] != 0 if words.shape[1] == 1 else words.any(axis=1)
+        return cast(np.ndarray, out)
+
+    def gpus_fitting(self, node: int, task: TaskRequest) -> np.ndarray:
+        """Indices of the GPUs of ``node`` that can take one ``task`` now, ascending."""
+        free = self.gpu_free_milli[node]
+        if task.gpu_milli >= MILLI:
+            return (free == MILLI).nonzero()[0]
+        ok = free >= task.gpu_milli
+        if task.gpu_memory_mib:
+            ok &= self.gpu_free_mem[node] >= task.gpu_memory_mib
+        return ok.nonzero()[0]
+
+    def placement_for(self, node: int, gpus: Iterable[int], task: TaskRequest) -> TaskPlacement:
+        """The TaskPlacement of ``task`` on ``node`` using ``gpus``.
+
+        A whole-GPU task holds each GPU's entire memory; a fractional one its stated memory.
+        """
+        gpus = tuple(gpus.tolist()) if isinstance(gpus, np.ndarray) else tuple(int(x) for x in gpus)
+        if task.gpus and task.gpu_milli >= MILLI:
+            mem = int(self.gpu_cap_mem[node, gpus[0]]) if gpus else 0
+            return TaskPlacement(node, gpus, MILLI, mem, task.cpu_milli, task.memory_mib)
+        return TaskPlacement(
+            node, gpus, task.gpu_milli, task.gpu_memory_mib, task.cpu_milli, task.memory_mib
+        )
+
+    # ---------------------------------------------------------------- mutation
+    def set_health(self, node: int, healthy: bool) -> None:
+        """Mark ``node`` (un)healthy. Placement skips unhealthy nodes; allocations stay."""
+        self.healthy[node] = healthy
+        self._all_healthy = bool(self.healthy.all())
+
+    def allocate(self, p: TaskPlacement) -> None:
+        """Take ``p`` out of the free capacity, or raise ``OvercommitError`` and change nothing."""
+        n = p.node
+        if not 0 <= n < self.n_nodes:
+            raise OvercommitError(f"node index {n} out of range 0..{self.n_nodes - 1}")
+        if p.cpu_milli > self.free_cpu[n] or p.memory_mib > self.free_mem[n]:
+            raise OvercommitError(
+                f"node {self.spec.nodes[n].name}: asks cpu {p.cpu_milli}m / mem {p.memory_mib}MiB,"
+                f" free {int(self.free_cpu[n])}m / {int(self.free_mem[n])}MiB"
+            )
+        gpus = p.gpus
+        if gpus:
+            if p.gpu_milli <= 0 or p.gpu_memory_mib < 0:
+                # A zero share of a GPU would count it as taken while leaving it fully free.
+                raise OvercommitError(
+                    f"node {self.spec.nodes[n].name}: a GPU claim must hold > 0 milli, got {p.gpu_milli}"
+                )
+            fm = self.gpu_free_milli[n]
+            gm = self.gpu_free_mem[n]
+            if len(gpus) > 1 and len(set(gpus)) != len(gpus):
+                raise OvercommitError(f"node {self.spec.nodes[n].name}: GPU listed twice in {gpus}")
+            for gi in gpus:
+                if not (0 <= gi < self.node_gpus[n]):
+                    raise OvercommitError(f"node {self.spec.nodes[n].name}: no GPU {gi}")
+                if p.gpu_milli > fm[gi] or p.gpu_memory_mib > gm[gi]:
+                    raise OvercommitError(
+                        f"node {self.spec.nodes[n].name} GPU {gi}: asks {p.gpu_milli} milli / "
+                        f"{p.gpu_memory_mib}MiB, free {int(fm[gi])} / {int(gm[gi])}MiB"
+                    )
+            full = 0
+            for gi in gpus:
+                if fm[gi] == MILLI:
+                    full += 1
+                fm[gi] -= p.gpu_milli
+                gm[gi] -= p.gpu_memory_mib
+            self.node_full_free[n] -= full
+            taken = p.gpu_milli * len(gpus)
+            self.node_free_milli[n] -= taken
+            self.allocated_milli += taken
+        self.free_cpu[n] -= p.cpu_milli
+        self.free_mem[n] -= p.memory_mib
+        self._rescore(n)
+        if self._tracking:
+            self._undo.append(p)
+
+    def release(self, p: TaskPlacement) -> None:
+        """Give ``p`` back: the exact inverse of ``allocate``."""
+        n = p.node
+        if (
+            p.cpu_milli + self.free_cpu[n] > self.cap_cpu[n]
+            or p.memory_mib + self.free_mem[n] > self.cap_mem[n]
+        ):
+            raise OvercommitError(
+                f"node {self.spec.nodes[n].name}: release of more than was taken: {p}"
+            )
+        gpus = p.gpus
+        if gpus:
+            fm = self.gpu_free_milli[n]
+            gm = self.gpu_free_mem[n]
+            cap = self.gpu_cap_mem[n]
+            for gi in gpus:
+                if fm[gi] + p.gpu_milli > MILLI or gm[gi] + p.gpu_memory_mib > cap[gi]:
+                    raise OvercommitError(
+                        f"node {self.spec.nodes[n].name} GPU {gi}: release of more than was taken: {p}"
+                    )
+            full = 0
+            for gi in gpus:
+                fm[gi] += p.gpu_milli
+                gm[gi] += p.gpu_memory_mib
+                if fm[gi] == MILLI:
+                    full += 1
+            self.node_full_free[n] += full
+            given = p.gpu_milli * len(gpus)
+            self.node_free_milli[n] += given
+            self.allocated_milli -= given
+        self.free_cpu[n] += p.cpu_milli
+        self.free_mem[n] += p.memory_mib
+        self._rescore(n)
+
+    def _rescore(self, n: int) -> None:
+        self.free_score[n] = (
+            int(self.node_free_milli[n])
+            + self.w_cpu[n] * int(self.free_cpu[n])
+            + self.w_mem[n] * int(self.free_mem[n])
+        )
+
+    # ---------------------------------------------------------------- what-if
+    def checkpoint(self) -> int:
+        """Start (or nest) a what-if; returns a mark for ``rollback``/``commit``."""
+        self._tracking += 1
+        return len(self._undo)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every allocation made since ``mark``, newest first, and end that what-if."""
+        while len(self._undo) > mark:
+            self.release(self._undo.pop())
+        self._end(mark)
+
+    def commit(self, mark: int) -> None:
+        """Keep the allocations made since ``mark`` and end that what-if."""
+        self._end(mark)
+
+    def _end(self, mark: int) -> None:
+        # A nested commit keeps its entries: the enclosing what-if may still roll them back.
+        self._tracking -= 1
+        if self._tracking == 0:
+            self._undo.clear()
+
+    # ---------------------------------------------------------------- read-outs
+    def state(self) -> tuple[np.ndarray, ...]:
+        """Copies of every mutable array, for tests that compare states exactly."""
+        return (
+            self.gpu_free_milli.copy(),
+            self.gpu_free_mem.copy(),
+            self.node_full_free.copy(),
+            self.node_free_milli.copy(),
+            self.free_cpu.copy(),
+            self.free_mem.copy(),
+            self.free_score.copy(),
+            np.array([self.allocated_milli]),
+        )
+
+    def active(self) -> np.ndarray:
+        """Nodes that hold any allocation."""
+        return (
+            (self.free_cpu < self.cap_cpu)
+            | (self.free_mem < self.cap_mem)
+            | (self.node_free_milli < self.node_gpus * MILLI)
+        )

@@ -1,0 +1,292 @@
+"""Simulation results out of the process: CSV, JSON and a PNG plot.
+
+``write_results(results, out_dir)`` writes, for each result, ``<stem>-jobs.csv`` (one row per
+job) and ``<stem>-series.csv`` (the cluster state after each simulated instant), plus
+``summary.json`` (every result's ``SimResult.summary()`` and the files written for it) and
+``allocation.png`` (GPU allocation and pending jobs over time, one line per policy set).
+``<stem>`` is the policy-set label made filename-safe (``fifo/strict+best-fit`` →
+``fifo-strict_best-fit``), unique within one call.
+
+JSON is strict: NaN and infinities (e.g. the JCT of a run where no job finished) become
+``null``. In the CSVs an event that never happened (a start, a finish) is an empty cell;
+times are seconds with at most three decimals.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from suanli.sim.results import SimResult
+
+__all__ = [
+    "JOB_COLUMNS",
+    "SERIES_COLUMNS",
+    "downsample",
+    "file_stems",
+    "plot_allocation",
+    "render_json",
+    "results_document",
+    "safe_stem",
+    "write_jobs_csv",
+    "write_results",
+    "write_series_csv",
+]
+
+JOB_COLUMNS = (
+    "id",
+    "tenant",
+    "priority_class",
+    "submit",
+    "start",
+    "finish",
+    "wait",
+    "jct",
+    "tasks",
+    "gpu_milli",
+    "nodes",
+    "pending_reason",
+)
+SERIES_COLUMNS = ("t", "gpu_allocation", "gpu_utilisation", "pending_jobs")
+SUMMARY_FILE = "summary.json"
+PLOT_FILE = "allocation.png"
+PLOT_POINTS = 2000
+"""Most points per line in the plot; longer series are averaged over time bins."""
+
+_LINE_STYLES = ("-", "--", "-.", ":")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+# --------------------------------------------------------------------------------------------
+# Names
+# --------------------------------------------------------------------------------------------
+
+
+def safe_stem(label: str) -> str:
+    """``label`` as a filename stem: ``+`` → ``_``, ``/`` → ``-``, other unsafe characters → ``-``."""
+    stem = _UNSAFE.sub("-", label.replace("+", "_").replace("/", "-")).strip(".")
+    return stem or "result"
+
+
+def file_stems(labels: Iterable[str]) -> list[str]:
+    """A distinct ``safe_stem`` per label, in order (repeats get ``-2``, ``-3``, ...)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for label in labels:
+        base = stem = safe_stem(label)
+        k = 1
+        while stem in seen:
+            k += 1
+            stem = f"{base}-{k}"
+        seen.add(stem)
+        out.append(stem)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+# --------------------------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with NaN/inf floats as ``None`` and NumPy scalars as Python ones."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def results_document(
+    results: Sequence[SimResult], meta: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``{"run": meta, "results": [summary, ...]}``: plain, strict-JSON-ready data.
+
+    ``meta`` describes the run (cluster, workload, seed, ...); results keep their order.
+    """
+    return _jsonable({"run": dict(meta or {}), "results": [r.summary() for r in results]})
+
+
+def render_json(results: Sequence[SimResult], meta: Mapping[str, Any] | None = None) -> str:
+    """``results_document`` as indented, strict JSON text (no NaN), ending in a newline."""
+    return json.dumps(results_document(results, meta), indent=2, allow_nan=False) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# CSV
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt_times(values: np.ndarray) -> list[str]:
+    """Seconds with at most three decimals; NaN as an empty cell."""
+    return ["" if v != v else (f"{v:.3f}".rstrip("0").rstrip(".") or "0") for v in values.tolist()]
+
+
+def write_jobs_csv(result: SimResult, path: Path) -> None:
+    """One row per job (columns ``JOB_COLUMNS``), in the simulator's submit order."""
+    rec = result.records
+    wait = rec.start - rec.submit
+    jct = rec.finish - rec.submit
+    reasons = [rec.reason.get(i, "") for i in range(len(rec.ids))]
+    columns = (
+        rec.ids,
+        result.job_tenant,
+        result.job_class,
+        _fmt_times(rec.submit),
+        _fmt_times(rec.start),
+        _fmt_times(rec.finish),
+        _fmt_times(wait),
+        _fmt_times(jct),
+        rec.tasks.tolist(),
+        rec.gpu_milli.tolist(),
+        rec.nodes.tolist(),
+        reasons,
+    )
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(JOB_COLUMNS)
+        w.writerows(zip(*columns, strict=True))
+
+
+def write_series_csv(result: SimResult, path: Path) -> None:
+    """The cluster after each simulated instant (columns ``SERIES_COLUMNS``).
+
+    Allocation and utilisation are shares of the cluster's GPU capacity in [0, 1].
+    """
+    s = result.series
+    ratio = [f"{v:.6f}" for v in s.allocation.tolist()]
+    busy = [f"{v:.6f}" for v in s.utilisation.tolist()]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(SERIES_COLUMNS)
+        w.writerows(zip(_fmt_times(s.t), ratio, busy, s.pending.tolist(), strict=True))
+
+
+# --------------------------------------------------------------------------------------------
+# Plot
+# --------------------------------------------------------------------------------------------
+
+
+def downsample(
+    t: np.ndarray, v: np.ndarray, max_points: int = PLOT_POINTS
+) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` points of the step function ``v`` (``v[i]`` from ``t[i]`` on).
+
+    Short series come back unchanged. Longer ones are cut into ``max_points`` equal time bins
+    over ``[t[0], t[-1]]`` and each bin gets the time-weighted mean of ``v`` in it (so a short
+    spike shows as its share of the bin, and the area under the curve is kept).
+    """
+    n = len(t)
+    if n <= max_points:
+        return t, v
+    t = np.asarray(t, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    t0, t1 = float(t[0]), float(t[-1])
+    if t1 <= t0:
+        return t[-1:], v[-1:]
+    edges = np.linspace(t0, t1, max_points + 1)
+    area = np.concatenate(([0.0], np.cumsum(v[:-1] * np.diff(t))))
+    j = np.clip(np.searchsorted(t, edges, side="right") - 1, 0, n - 1)
+    integral = area[j] + v[j] * (edges - t[j])
+    return edges[:-1], np.diff(integral) / np.diff(edges)
+
+
+def _time_unit(span: float) -> tuple[str, float]:
+    for unit, seconds in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
+        if span >= 3 * seconds:
+            return unit, seconds
+    return "seconds", 1.0
+
+
+def plot_allocation(results: Sequence[SimResult], path: Path) -> None:
+    """PNG of GPU allocation (%) and pending jobs over time, one line per result.
+
+    Uses matplotlib's Agg canvas directly (no pyplot, no global backend switch).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(10, 6.5), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_alloc, ax_pending = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
+    span = max((float(r.series.t[-1]) for r in results if len(r.series.t)), default=0.0)
+    unit, scale = _time_unit(span)
+    for i, r in enumerate(results):
+        s = r.series
+        if not len(s.t):
+            continue
+        # Policy sets often coincide for stretches; the line styles keep each one visible.
+        style = {"drawstyle": "steps-post", "lw": 1.0, "ls": _LINE_STYLES[i % len(_LINE_STYLES)]}
+        t, alloc = downsample(s.t, s.allocation)
+        ax_alloc.plot(t / scale, alloc * 100, label=r.label, **style)
+        t, pending = downsample(s.t, s.pending)
+        ax_pending.plot(t / scale, pending, label=r.label, **style)
+    first = results[0] if results else None
+    title = "GPU allocation"
+    if first is not None:
+        title += f": {first.cluster} ({first.total_gpus} GPUs, {first.jobs} jobs)"
+    ax_alloc.set_title(title)
+    ax_alloc.set_ylabel("GPUs allocated (%)")
+    ax_alloc.set_ylim(0, 105)
+    ax_alloc.grid(True, alpha=0.3)
+    if results:
+        ax_alloc.legend(loc="best", fontsize="small")
+    ax_pending.set_ylabel("pending jobs")
+    ax_pending.set_xlabel(f"simulated time ({unit})")
+    top = max((float(r.series.pending.max()) for r in results if len(r.series.t)), default=0.0)
+    ax_pending.set_ylim(0, max(1.0, top * 1.05))
+    ax_pending.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_pending.grid(True, alpha=0.3)
+    fig.savefig(path, format="png")
+
+
+# --------------------------------------------------------------------------------------------
+# Everything
+# --------------------------------------------------------------------------------------------
+
+
+def write_results(
+    results: Sequence[SimResult],
+    out_dir: Path | str,
+    meta: Mapping[str, Any] | None = None,
+    *,
+    plot: bool = True,
+) -> list[Path]:
+    """Write every file described in the module docstring into ``out_dir`` (created if needed).
+
+    Returns the paths written, in order. Existing files of the same names are replaced.
+    Raises ``OSError`` when the directory cannot be created or written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    files: list[dict[str, str]] = []
+    for result, stem in zip(results, file_stems(r.label for r in results), strict=True):
+        jobs_path, series_path = out / f"{stem}-jobs.csv", out / f"{stem}-series.csv"
+        write_jobs_csv(result, jobs_path)
+        write_series_csv(result, series_path)
+        written += [jobs_path, series_path]
+        files.append({"jobs_csv": jobs_path.name, "series_csv": series_path.name})
+    doc = results_document(results, meta)
+    for entry, names in zip(doc["results"], files, strict=True):
+        entry["files"] = names
+    summary_path = out / SUMMARY_FILE
+    summary_path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    written.append(summary_path)
+    if plot:
+        plot_path = out / PLOT_FILE
+        plot_allocation(results, plot_path)
+        written.append(plot_path)
+    return written

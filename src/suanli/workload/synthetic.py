@@ -1,0 +1,885 @@
+"""The built-in seeded synthetic workload: the default job list of ``suanli simulate``.
+
+``generate(config, cluster)`` draws ``config.jobs`` jobs that all fit ``cluster``. Every draw
+is vectorised with NumPy from ``numpy.random.default_rng(config.seed)`` (one independent child
+stream per attribute, so changing, say, the priority mix does not reshuffle the runtimes);
+the only per-job Python work is building the ``Job`` objects. The same config and cluster
+always give the same list.
+
+Calibration. The defaults below are constants measured once from the public traces in
+``../shared/traces/`` (see ``docs/workload.md`` for every figure and how it was taken). This
+module never reads the traces:
+
+- openb = Alibaba GPU cluster trace 2023 (``cluster-trace-gpu-v2023``), as used by the FGD
+  paper, Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
+  Fragmentation Gradient Descent", USENIX ATC'23. File: ``openb/openb_pod_list_default.csv``
+  (8,152 pods). Gives the CPU-only / fractional / whole-GPU split, the fractional GPU shares,
+  the CPU and memory requests, and the QoS mix.
+- Philly = Microsoft Philly trace, Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU
+  Clusters for DNN Training Workloads", USENIX ATC'19, as processed by the Pollux artifact
+  (Qiao et al., OSDI'21). File: ``philly/philly_jobs.csv`` (82,247 jobs). Gives the
+  whole-GPU size mix (1 / 2-8 / gangs), the runtimes and the tenant skew.
+
+The two traces describe different clusters (openb: inference-heavy, GPU-sharing; Philly:
+training). The default mix blends them: openb sets how many jobs are CPU-only, fractional or
+whole-GPU; Philly splits the whole-GPU jobs into 1 GPU, 2-8 GPUs on one node, and multi-node
+gangs.
+
+Units follow ``suanli.core.model``: milli-GPU, milli-CPU, MiB, seconds. Runtimes are in
+reference-speed seconds (a GPU of speed 1.0); the simulator divides by the GPU's speed.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+
+from suanli.core.model import (
+    DEFAULT_PRIORITY_CLASSES,
+    MILLI,
+    ClusterSpec,
+    Job,
+    NodeSpec,
+    SpecError,
+    TaskRequest,
+)
+
+__all__ = [
+    "PHILLY_RUNTIME",
+    "QuantileTable",
+    "RuntimeModel",
+    "WorkloadConfig",
+    "generate",
+    "offered_load",
+    "tenant_paths",
+]
+
+# --------------------------------------------------------------------------------------------
+# Calibrated constants. Each one names the trace file and how it was measured.
+# --------------------------------------------------------------------------------------------
+
+# Demand mix. openb_pod_list_default.csv, 8,152 pods: num_gpu == 0 -> 1,088 CPU-only (13.35%);
+# num_gpu == 1 and gpu_milli < 1000 -> 3,078 fractional (37.76%); the other 3,986 (48.90%) ask
+# for whole GPUs. philly_jobs.csv, 82,247 jobs, splits the whole-GPU jobs by num_gpus:
+# 1 GPU 76,627 (93.17%), 2/4/8 GPUs 5,331 (6.48%), more than 8 GPUs 289 (0.351%, gangs).
+# multi = 0.4890 * 0.06482 = 0.0317, gang = 0.4890 * 0.003514 = 0.0017, 1-GPU = the rest.
+CPU_ONLY_SHARE = 0.1335
+FRACTIONAL_SHARE = 0.3776
+MULTI_GPU_SHARE = 0.0317
+GANG_SHARE = 0.0017
+
+# GPUs of a single-task multi-GPU job. philly_jobs.csv, num_gpus in {2, 4, 8}:
+# 1,818 / 1,870 / 1,643 jobs.
+MULTI_GPU_SIZES: tuple[tuple[int, float], ...] = ((2, 1818.0), (4, 1870.0), (8, 1643.0))
+
+# Gang width, in 8-GPU tasks. philly_jobs.csv, num_gpus > 8 mapped to ceil(num_gpus / 8) tasks:
+# 12 and 16 GPUs -> 2 tasks (7 + 199 jobs), 24 -> 3 (7), 32 -> 4 (67), 64 -> 8 (6), 128 -> 16 (3).
+GANG_GPUS_PER_TASK = 8
+GANG_TASKS: tuple[tuple[int, float], ...] = ((2, 206.0), (3, 7.0), (4, 67.0), (8, 6.0), (16, 3.0))
+
+# Fractional requests, joint (gpu_milli, cpu_milli, memory_mib) of the pod.
+# openb_pod_list_default.csv, the 3,078 pods with num_gpu == 1 and gpu_milli < 1000; CPU
+# rounded to 500 milli and memory to 2 GiB, then the 16 combinations holding >= 0.9% of the
+# pods kept (90.2% of them) and renormalised. Pod counts as weights. Mean gpu_milli: 591 in
+# this table, 563 in the trace (20 distinct values there, 810 the most common at 35%).
+FRACTIONAL_SHAPES: tuple[tuple[int, int, int, float], ...] = (
+    (810, 3000, 6144, 1047.0),
+    (470, 12000, 47104, 388.0),
+    (470, 8000, 30720, 360.0),
+    (650, 12000, 47104, 237.0),
+    (320, 4000, 22528, 111.0),
+    (230, 4000, 30720, 84.0),
+    (320, 4000, 14336, 78.0),
+    (590, 3000, 6144, 75.0),
+    (320, 8000, 30720, 72.0),
+    (550, 4000, 10240, 72.0),
+    (160, 4000, 14336, 53.0),
+    (460, 6000, 6144, 51.0),
+    (370, 4000, 10240, 45.0),
+    (320, 4000, 30720, 43.0),
+    (810, 4000, 10240, 31.0),
+    (460, 6000, 12288, 29.0),
+)
+
+# Whole single-GPU requests, (cpu_milli, memory_mib) per GPU. openb_pod_list_default.csv, the
+# 3,911 pods with num_gpu == 1 and gpu_milli == 1000; same rounding; the 14 pairs holding
+# >= 2% kept (90.1%). Trace mean 11,078 milli / 42,440 MiB per GPU, table 11,116 / 40,600.
+ONE_GPU_SHAPES: tuple[tuple[int, int, float], ...] = (
+    (11500, 49152, 1391.0),
+    (3000, 6144, 470.0),
+    (18500, 65536, 255.0),
+    (10000, 40960, 195.0),
+    (12000, 47104, 161.0),
+    (12000, 24576, 160.0),
+    (15500, 57344, 158.0),
+    (12000, 16384, 145.0),
+    (16000, 32768, 108.0),
+    (8000, 16384, 105.0),
+    (4000, 24576, 104.0),
+    (8000, 32768, 96.0),
+    (14000, 57344, 93.0),
+    (24000, 94208, 84.0),
+)
+
+# Multi-GPU requests (single-task and each gang task), (cpu_milli, memory_mib) PER GPU.
+# openb_pod_list_default.csv, the 75 pods with num_gpu in {2, 4, 8}, request divided by
+# num_gpu; same rounding; the 5 pairs holding >= 3% kept (96%). Trace mean 9,580 milli /
+# 41,940 MiB per GPU, table 9,611 / 42,524.
+MULTI_GPU_SHAPES: tuple[tuple[int, int, float], ...] = (
+    (8000, 32768, 40.0),
+    (11000, 40960, 18.0),
+    (15000, 79872, 8.0),
+    (15000, 92160, 3.0),
+    (3000, 32768, 3.0),
+)
+
+# CPU-only requests, (cpu_milli, memory_mib). openb_pod_list_default.csv, the 1,088 pods with
+# num_gpu == 0; same rounding; the 7 pairs holding >= 1% kept (97%). Trace mean 17,645 milli /
+# 48,851 MiB, table 17,668 / 49,142.
+CPU_ONLY_SHAPES: tuple[tuple[int, int, float], ...] = (
+    (12500, 57344, 364.0),
+    (32000, 49152, 284.0),
+    (8000, 30720, 168.0),
+    (15500, 51200, 120.0),
+    (16500, 51200, 95.0),
+    (8000, 16384, 13.0),
+    (11500, 57344, 11.0),
+)
+
+# Tenant skew. philly_jobs.csv: job counts of the 15 virtual clusters (50.1%, 19.6%, 12.1%,
+# 9.0%, 2.4%, ... ; top 3 hold 81.8%). Maximum-likelihood Zipf exponent over ranks 1..15:
+# s = 1.75 (fitted shares 55.7%, 16.6%, 8.2%, 5.0%, ...). 15 tenants as in Philly.
+TENANTS = 15
+TENANT_ZIPF_S = 1.75
+
+# Priority mix. openb_pod_list_default.csv qos: LS 4,647 (57.0%), BE 3,398 (41.7%),
+# Burstable 100 (1.2%), Guaranteed 7 (0.1%). Mapping by preemptibility (the model's online and
+# high are not preemptible, normal and spot are): non-BE pods (58.3%) -> online + high;
+# BE pods (41.7%) -> normal + spot. Within them: online = the LS pods that share a GPU (759,
+# 9.3%; a fractional GPU is the typical request of an inference service), high = the other
+# non-BE pods (49.0%).
+# BE is split evenly between normal and spot: ASSUMPTION, the trace has one best-effort level.
+PRIORITY_MIX: tuple[tuple[str, float], ...] = (
+    ("online", 0.09),
+    ("high", 0.49),
+    ("normal", 0.21),
+    ("spot", 0.21),
+)
+
+# Placement constraints. openb_pod_list_{default,gpushare40,cpu050}.csv: gpu_spec is empty on
+# every pod, so the calibrated share of jobs pinned to a GPU model is 0.
+MODEL_CONSTRAINED_SHARE = 0.0
+
+# User estimates: ASSUMPTION, no trace here records them. Modelled on the HPC finding that
+# user estimates are mostly generous over-estimates (Tsafrir, Etsion and Feitelson, IEEE TPDS
+# 2007): estimate = runtime * lognormal factor (median 2, sigma 0.7: 16% of factors are
+# below 1), rounded up to whole minutes (then 12% of estimates are under the runtime); 20% of
+# jobs give none.
+ESTIMATE_MISSING_SHARE = 0.2
+ESTIMATE_FACTOR_MEDIAN = 2.0
+ESTIMATE_FACTOR_SIGMA = 0.7
+
+# GPU utilisation: ASSUMPTION, no trace here has per-job GPU utilisation. Beta(2.0, 1.6),
+# rounded to 0.01: mean 0.56, P10 0.23, P90 0.86, 16% of jobs below 0.3. In the spirit of the
+# low utilisation reported for shared training clusters (Jeon et al., ATC'19), not measured.
+# CPU-only jobs get 1.0 (the Job default; they hold no GPU).
+GPU_UTIL_ALPHA = 2.0
+GPU_UTIL_BETA = 1.6
+
+
+# --------------------------------------------------------------------------------------------
+# Runtime model
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QuantileTable:
+    """An empirical distribution given by its quantiles; sampled by log-linear interpolation.
+
+    ``probs`` rises strictly from 0 to 1 and ``seconds[i]`` is the ``probs[i]`` quantile.
+    A uniform ``u`` maps to ``exp(interp(u, probs, log(seconds)))``, so the table reproduces
+    the listed quantiles exactly and keeps the heavy tail up to the observed maximum.
+    """
+
+    probs: tuple[float, ...]
+    seconds: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        p, s = self.probs, self.seconds
+        if len(p) < 2 or len(p) != len(s):
+            raise SpecError("QuantileTable: probs and seconds need the same length (>= 2)")
+        if p[0] != 0.0 or p[-1] != 1.0 or any(b <= a for a, b in pairwise(p)):
+            raise SpecError("QuantileTable: probs must rise strictly from 0 to 1")
+        if s[0] <= 0 or any(b < a for a, b in pairwise(s)):
+            raise SpecError("QuantileTable: seconds must be > 0 and non-decreasing")
+
+    def sample(self, u: np.ndarray) -> np.ndarray:
+        """Seconds for uniforms ``u`` in [0, 1)."""
+        return np.exp(np.interp(u, self.probs, np.log(self.seconds)))
+
+    def mean(self) -> float:
+        """The exact mean of the interpolated distribution (each segment is log-uniform)."""
+        total = 0.0
+        for i in range(len(self.probs) - 1):
+            dp = self.probs[i + 1] - self.probs[i]
+            a, b = math.log(self.seconds[i]), math.log(self.seconds[i + 1])
+            total += dp * (math.exp(a) if b - a < 1e-12 else (math.exp(b) - math.exp(a)) / (b - a))
+        return total
+
+    def quantile(self, p: float) -> float:
+        """The ``p`` quantile of the interpolated distribution."""
+        return float(self.sample(np.array([p]))[0])
+
+
+# fmt: off
+_P_FINE = (0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9999, 1.0)
+_P_MID = (0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.98, 0.99, 0.995, 1.0)
+_P_GANG = (0.0, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.98, 0.99, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeModel:
+    """Runtime tables by the job's requested size, in reference-speed seconds.
+
+    Defaults: ``duration`` of philly_jobs.csv, quantiles (numpy ``quantile``, linear) per
+    ``num_gpus`` group. Jobs up to 1 GPU use ``one_gpu`` (CPU-only and fractional ones too:
+    ASSUMPTION, openb's deletion - creation spans are not clean runtimes); 2/4/8-GPU jobs
+    their own table; gangs ``gang`` (Philly jobs over 8 GPUs). The size that picks the table
+    is the one drawn, before any clamping to the cluster.
+    """
+
+    # philly_jobs.csv, num_gpus == 1 (76,627 jobs): P10 62 s, P50 1,117 s, P90 8,512 s,
+    # P99 135,399 s; mean 8,301 s (table mean 8,858 s).
+    one_gpu: QuantileTable = QuantileTable(
+        _P_FINE,
+        (1.0, 30.0, 52.0, 62.0, 122.0, 1117.0, 2716.0, 8512.0, 19137.0, 68252.0, 135399.0,
+         266914.0, 865709.0, 2618276.0, 3256045.0),
+    )
+    # num_gpus == 2 (1,818 jobs): P10 11 s, P50 21 s, P90 72,740 s, P99 523,316 s; mean 30,942 s.
+    two_gpu: QuantileTable = QuantileTable(
+        _P_MID,
+        (2.0, 5.0, 9.0, 11.0, 16.0, 21.0, 76.0, 72740.0, 197062.0, 343862.0, 523316.0,
+         808064.0, 2582803.0),
+    )
+    # num_gpus == 4 (1,870 jobs): P10 138 s, P50 17,410 s, P90 184,435 s, P99 907,376 s;
+    # mean 78,762 s.
+    four_gpu: QuantileTable = QuantileTable(
+        _P_MID,
+        (3.0, 36.0, 75.0, 138.0, 773.0, 17410.0, 89394.0, 184435.0, 273968.0, 533378.0,
+         907376.0, 1205990.0, 2750674.0),
+    )
+    # num_gpus == 8 (1,643 jobs): P10 216 s, P50 23,683 s, P90 351,982 s, P99 1,060,498 s;
+    # mean 129,775 s.
+    eight_gpu: QuantileTable = QuantileTable(
+        _P_MID,
+        (1.0, 33.0, 125.0, 216.0, 1876.0, 23683.0, 173248.0, 351982.0, 525618.0, 795161.0,
+         1060498.0, 2000448.0, 4628226.0),
+    )
+    # num_gpus > 8 (289 jobs): P10 72 s, P50 21,137 s, P90 247,972 s, P99 922,629 s;
+    # mean 95,326 s.
+    gang: QuantileTable = QuantileTable(
+        _P_GANG,
+        (1.0, 35.0, 72.0, 566.0, 21137.0, 104218.0, 247972.0, 443240.0, 613624.0, 922629.0,
+         1710643.0),
+    )
+
+    def for_gpus(self, gpus: int) -> QuantileTable:
+        """The table for a single-task job of ``gpus`` requested GPUs (0 or 1: ``one_gpu``)."""
+        if gpus <= 1:
+            return self.one_gpu
+        if gpus <= 2:
+            return self.two_gpu
+        if gpus <= 4:
+            return self.four_gpu
+        return self.eight_gpu
+
+
+# fmt: on
+
+PHILLY_RUNTIME = RuntimeModel()
+"""Runtime tables calibrated to philly/philly_jobs.csv (the default)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------
+
+_SHARE_FIELDS = (
+    "cpu_only_share",
+    "fractional_share",
+    "multi_gpu_share",
+    "gang_share",
+    "model_constrained_share",
+    "estimate_missing_share",
+)
+
+
+def _bad(name: str, why: str) -> SpecError:
+    return SpecError(f"WorkloadConfig.{name}: {why}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """What to generate. Defaults are calibrated to openb and Philly (see module docstring).
+
+    Exactly one of ``target_load`` and ``arrival_rate`` is set. The class shares are of all
+    jobs; whole single-GPU jobs take what ``cpu_only_share + fractional_share +
+    multi_gpu_share + gang_share`` leaves (the sum must be <= 1). ``priority_mix`` accepts a
+    mapping or pairs and is stored as a tuple of (class, weight) pairs; weights need not sum
+    to 1. Invalid values raise ``SpecError`` naming the field.
+    """
+
+    jobs: int = 2000
+    seed: int = 0
+    target_load: float | None = 0.9
+    """Offered load: mean GPU-seconds asked per second / the cluster's GPU capacity."""
+    arrival_rate: float | None = None
+    """Jobs per second (Poisson)."""
+    speed_weighted_load: bool = True
+    """Capacity for ``target_load``: True (default), sum of GPUs x model speed, the capacity the
+    simulator really has; False, the GPU count."""
+    load_window: bool = True
+    """True (default): ``target_load`` is the busy fraction while the jobs arrive, counting only
+    GPU-seconds before the last arrival (see ``generate``). With Philly's heavy tail most of a
+    short list's GPU-seconds fall after its last arrival, so the plain mean would leave the
+    cluster far below the target for the whole window."""
+    cpu_only_share: float = CPU_ONLY_SHARE
+    fractional_share: float = FRACTIONAL_SHARE
+    multi_gpu_share: float = MULTI_GPU_SHARE
+    """Single-task jobs of 2, 4 or 8 GPUs (Philly mix)."""
+    gang_share: float = GANG_SHARE
+    """Multi-task jobs of 8-GPU tasks (2-16 tasks, Philly mix), started all together."""
+    model_constrained_share: float = MODEL_CONSTRAINED_SHARE
+    """GPU jobs pinned to one GPU model (only on clusters with more than one model)."""
+    tenants: int = TENANTS
+    tenant_zipf_s: float = TENANT_ZIPF_S
+    priority_mix: Mapping[str, float] | tuple[tuple[str, float], ...] = PRIORITY_MIX
+    runtime_model: RuntimeModel = PHILLY_RUNTIME
+    runtime_scale: float = 1.0
+    """Multiplies every drawn runtime (after rounding to whole seconds, min 1 s)."""
+    runtime_cap: float | None = None
+    """If set, no runtime exceeds this many seconds."""
+    estimate_missing_share: float = ESTIMATE_MISSING_SHARE
+    estimate_factor_median: float = ESTIMATE_FACTOR_MEDIAN
+    estimate_factor_sigma: float = ESTIMATE_FACTOR_SIGMA
+    gpu_util_alpha: float = GPU_UTIL_ALPHA
+    gpu_util_beta: float = GPU_UTIL_BETA
+
+    def __post_init__(self) -> None:
+        if isinstance(self.jobs, bool) or not isinstance(self.jobs, (int, np.integer)):
+            raise _bad("jobs", f"must be an integer, got {self.jobs!r}")
+        if self.jobs < 0:
+            raise _bad("jobs", f"must be >= 0, got {self.jobs}")
+        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise _bad("seed", f"must be an integer >= 0, got {self.seed!r}")
+        if (self.target_load is None) == (self.arrival_rate is None):
+            raise _bad(
+                "target_load",
+                "set exactly one of target_load and arrival_rate "
+                f"(got target_load={self.target_load}, arrival_rate={self.arrival_rate})",
+            )
+        for name in ("target_load", "arrival_rate"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise _bad(name, f"must be a finite number > 0, got {v}")
+        for name in _SHARE_FIELDS:
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise _bad(name, f"must be in [0, 1], got {v}")
+        total = self.cpu_only_share + self.fractional_share + self.multi_gpu_share + self.gang_share
+        if total > 1.0 + 1e-9:
+            raise _bad(
+                "shares",
+                "cpu_only_share + fractional_share + multi_gpu_share + gang_share must be "
+                f"<= 1 (the rest are 1-GPU jobs), got {total:.4f}",
+            )
+        if isinstance(self.tenants, bool) or not isinstance(self.tenants, (int, np.integer)):
+            raise _bad("tenants", f"must be an integer, got {self.tenants!r}")
+        if self.tenants < 1:
+            raise _bad("tenants", f"must be >= 1, got {self.tenants}")
+        if not (math.isfinite(self.tenant_zipf_s) and self.tenant_zipf_s >= 0):
+            raise _bad("tenant_zipf_s", f"must be >= 0, got {self.tenant_zipf_s}")
+        mix = self.priority_mix
+        pairs = tuple(
+            (name, float(w)) for name, w in (mix.items() if isinstance(mix, Mapping) else mix)
+        )
+        for name, w in pairs:
+            if name not in DEFAULT_PRIORITY_CLASSES:
+                raise _bad(
+                    "priority_mix",
+                    f"unknown class {name!r} (known: {', '.join(DEFAULT_PRIORITY_CLASSES)})",
+                )
+            if not (math.isfinite(w) and w >= 0):
+                raise _bad("priority_mix", f"weight of {name!r} must be >= 0, got {w}")
+        if len({n for n, _ in pairs}) != len(pairs):
+            raise _bad("priority_mix", "a class is listed twice")
+        if not sum(w for _, w in pairs) > 0:
+            raise _bad("priority_mix", "weights must sum to > 0")
+        object.__setattr__(self, "priority_mix", pairs)
+        if not isinstance(self.runtime_model, RuntimeModel):
+            raise _bad("runtime_model", "must be a RuntimeModel")
+        if not (math.isfinite(self.runtime_scale) and self.runtime_scale > 0):
+            raise _bad("runtime_scale", f"must be > 0, got {self.runtime_scale}")
+        if self.runtime_cap is not None and not self.runtime_cap > 0:
+            raise _bad("runtime_cap", f"must be > 0, got {self.runtime_cap}")
+        if not (math.isfinite(self.estimate_factor_median) and self.estimate_factor_median > 0):
+            raise _bad("estimate_factor_median", f"must be > 0, got {self.estimate_factor_median}")
+        if not (math.isfinite(self.estimate_factor_sigma) and self.estimate_factor_sigma >= 0):
+            raise _bad("estimate_factor_sigma", f"must be >= 0, got {self.estimate_factor_sigma}")
+        for name in ("gpu_util_alpha", "gpu_util_beta"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise _bad(name, f"must be > 0, got {v}")
+
+    @property
+    def priority_pairs(self) -> tuple[tuple[str, float], ...]:
+        """``priority_mix`` as (class, weight) pairs (the form it is stored in)."""
+        mix = self.priority_mix
+        return tuple(mix.items()) if isinstance(mix, Mapping) else tuple(mix)
+
+    @property
+    def one_gpu_share(self) -> float:
+        """Share of whole single-GPU jobs: what the other classes leave."""
+        return max(
+            0.0,
+            1.0
+            - self.cpu_only_share
+            - self.fractional_share
+            - self.multi_gpu_share
+            - self.gang_share,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Tenants
+# --------------------------------------------------------------------------------------------
+
+_DEPARTMENTS = (
+    "ai-lab/vision",
+    "ai-lab/nlp",
+    "search/ranking",
+    "ads/ctr",
+    "ai-lab/speech",
+    "cloud/infra",
+    "research/rl",
+    "robotics/perception",
+    "health/imaging",
+    "research/theory",
+    "finance/risk",
+    "games/agents",
+)
+_USERS = (
+    "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy",
+    "mallory", "niaj", "olivia", "peggy", "rupert", "sybil", "trent", "victor", "walter", "wendy",
+)  # fmt: skip
+
+
+def tenant_paths(n: int) -> tuple[tuple[str, str], ...]:
+    """(tenant, queue) of the ``n`` tenants, heaviest first: ``org/department/user`` and
+    ``org/department``. Tenant ``k`` sits in department ``k mod 12``, so the heaviest ones land
+    in distinct departments (queues) and queue shares stay close to the tenant skew."""
+    out = []
+    for k in range(n):
+        dept = _DEPARTMENTS[k % len(_DEPARTMENTS)]
+        user = _USERS[k % len(_USERS)]
+        if k >= len(_USERS):
+            user = f"{user}{k // len(_USERS)}"
+        out.append((f"{dept}/{user}", dept))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Generation
+# --------------------------------------------------------------------------------------------
+
+# Job classes (internal codes).
+_CPU, _FRAC, _ONE, _MULTI, _GANG = 0, 1, 2, 3, 4
+
+# The request table of each class: rows of (gpu_milli, cpu_milli, memory_mib, weight) with
+# CPU and memory per task (fractional, CPU-only) or per GPU (whole GPUs).
+_TABLES: tuple[tuple[tuple[int, int, int, float], ...], ...] = (
+    tuple((0, c, m, w) for c, m, w in CPU_ONLY_SHAPES),
+    FRACTIONAL_SHAPES,
+    tuple((MILLI, c, m, w) for c, m, w in ONE_GPU_SHAPES),
+    tuple((MILLI, c, m, w) for c, m, w in MULTI_GPU_SHAPES),
+    tuple((MILLI, c, m, w) for c, m, w in MULTI_GPU_SHAPES),
+)
+_PER_GPU = (False, False, True, True, True)
+_ROWS = max(len(t) for t in _TABLES)
+_SIZES = len(MULTI_GPU_SIZES)
+
+
+def _pick(rng: np.random.Generator, weights: np.ndarray, n: int) -> np.ndarray:
+    """``n`` indices drawn with probabilities proportional to ``weights`` (vectorised)."""
+    cdf = np.cumsum(weights, dtype=float)
+    cdf /= cdf[-1]
+    return np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), len(cdf) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Nodes:
+    """The cluster as arrays, for fitting shapes."""
+
+    gpus: np.ndarray
+    cpu: np.ndarray
+    mem: np.ndarray
+    model: np.ndarray  # index into models, -1 for CPU-only nodes
+    models: tuple[str, ...]
+    model_gpus: np.ndarray  # total GPUs per model
+    min_gpu_mem: int
+
+    @staticmethod
+    def of(cluster: ClusterSpec) -> _Nodes:
+        models = tuple(m.name for m in cluster.gpu_models)
+        index = {m: i for i, m in enumerate(models)}
+        nodes: tuple[NodeSpec, ...] = cluster.nodes
+        model = np.array(
+            [index[n.gpu_model.name] if n.gpus and n.gpu_model else -1 for n in nodes], np.int64
+        )
+        gpus = np.array([n.gpus for n in nodes], np.int64)
+        model_gpus = np.array([gpus[model == i].sum() for i in range(len(models))], np.int64)
+        mems = [n.gpu_model.memory_mib for n in nodes if n.gpus and n.gpu_model]
+        return _Nodes(
+            gpus=gpus,
+            cpu=np.array([n.cpu_milli for n in nodes], np.int64),
+            mem=np.array([n.memory_mib for n in nodes], np.int64),
+            model=model,
+            models=models,
+            model_gpus=model_gpus,
+            min_gpu_mem=min(mems) if mems else 0,
+        )
+
+    def fit(self, gpus: int, model: int, cpu: int, mem: int) -> tuple[int, int, int]:
+        """Shrink (cpu, mem) of a ``gpus``-GPU task so some eligible node holds it.
+
+        Eligible: nodes with >= ``gpus`` GPUs (of ``model`` unless -1); there must be one.
+        CPU and memory are scaled by one common factor, the largest that fits one eligible
+        node, then rounded down (CPU to 500 milli, memory to 1 GiB, when that much remains).
+        Returns the fitted (cpu, mem) and how many such tasks the eligible nodes hold in all
+        (the widest gang of this task the empty cluster can start).
+        """
+        ok = self.gpus >= gpus
+        if model >= 0:
+            ok &= self.model == model
+        cpus, mems, gs = self.cpu[ok], self.mem[ok], self.gpus[ok]
+        ratio = np.ones(len(cpus))
+        if cpu > 0:
+            ratio = np.minimum(ratio, cpus / cpu)
+        if mem > 0:
+            ratio = np.minimum(ratio, mems / mem)
+        f = float(ratio.max())
+        if f < 1.0:
+            best = int(np.argmax(ratio))
+            cpu = min(int(cpu * f), int(cpus[best]))
+            mem = min(int(mem * f), int(mems[best]))
+            cpu = cpu - cpu % 500 if cpu >= 500 else cpu
+            mem = mem - mem % 1024 if mem >= 1024 else mem
+        big = 1 << 40  # "no limit" per node; the sum stays far from int64 overflow
+        per = gs // gpus if gpus > 0 else np.full(len(gs), big)
+        if cpu > 0:
+            per = np.minimum(per, cpus // cpu)
+        if mem > 0:
+            per = np.minimum(per, mems // mem)
+        return cpu, mem, int(min(per.sum(), big))
+
+
+@dataclass(frozen=True, slots=True)
+class _Recipe:
+    """What one distinct (class, table row, multi-GPU size, pinned model) becomes."""
+
+    request: TaskRequest
+    gpus: int  # GPUs per task after clamping
+    slots: int  # tasks of this request the empty cluster holds
+
+
+def _recipe(code: int, row: int, size: int, model: int, nodes: _Nodes) -> _Recipe:
+    milli, cpu, mem, _ = _TABLES[code][row]
+    if code == _CPU:
+        gpus = 0
+    elif code == _MULTI:
+        gpus = MULTI_GPU_SIZES[size][0]
+    elif code == _GANG:
+        gpus = GANG_GPUS_PER_TASK
+    else:
+        gpus = 1
+    gpus = min(gpus, int(nodes.gpus.max()))
+    if _PER_GPU[code]:
+        cpu, mem = cpu * gpus, mem * gpus
+    cpu, mem, slots = nodes.fit(gpus, model, cpu, mem)
+    fractional = gpus == 1 and milli < MILLI
+    request = TaskRequest(
+        gpus=gpus,
+        gpu_milli=milli if gpus else MILLI,  # as TaskRequest(gpus=0) has it
+        gpu_memory_mib=milli * nodes.min_gpu_mem // MILLI if fractional else 0,
+        cpu_milli=cpu,
+        memory_mib=mem,
+        gpu_models=frozenset((nodes.models[model],)) if model >= 0 else frozenset(),
+    )
+    return _Recipe(request, gpus, slots)
+
+
+def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
+    """Draw ``config.jobs`` jobs for ``cluster``, sorted by submit time.
+
+    Contract:
+    - deterministic in (config, cluster); ids ``j000001``... zero-padded (wider past a
+      million jobs), in submit order;
+    - submit times: a Poisson process from t = 0 (the first job at 0, exponential gaps);
+    - every job fits ``cluster`` when empty: per task, some node (of the pinned model, if
+      any) holds its GPUs, CPU and memory, and a gang's tasks all fit at once, so its GPUs
+      never exceed the cluster's. Larger requests are clamped: GPUs per task to the largest
+      node (a gang keeps its total GPUs by taking more, smaller tasks, up to what the cluster
+      holds), CPU and memory scaled down together. The realised class shares can then differ
+      from the config (e.g. no multi-GPU jobs on a cluster of 1-GPU nodes). Node health is
+      not looked at;
+    - a cluster without GPUs gets CPU-only jobs only;
+    - ``target_load``: the arrival rate is set from the DRAWN jobs so that their mean
+      GPU-seconds (reference speed) per job x rate / capacity == target_load, capacity being
+      the cluster's GPU count (or GPUs x speed with ``speed_weighted_load``). If the cluster
+      has no GPUs or the jobs ask for none, CPU-seconds over the cluster's cores are used.
+      With ``load_window`` the target is instead the busy fraction of the capacity between
+      the first and the last arrival if no job ever waited (a job still running at the last
+      arrival counts up to then); the rate is found by bisection. With heavy-tailed runtimes
+      and few jobs, most GPU-seconds of the default basis fall after the last arrival, so
+      this basis is the one that keeps a short list busy while it arrives;
+    - task requests are shared: jobs of one shape hold the same ``TaskRequest`` object.
+    """
+    n = config.jobs
+    if n == 0:
+        return []
+    nodes = _Nodes.of(cluster)
+    has_gpus = int(nodes.gpus.sum()) > 0
+    (s_arrival, s_class, s_size, s_shape, s_runtime, s_tenant, s_prio, s_est, s_util,
+     s_model) = np.random.default_rng(config.seed).spawn(10)  # fmt: skip
+
+    # Class of each job.
+    if has_gpus:
+        weights = np.array([
+            config.cpu_only_share, config.fractional_share, config.one_gpu_share,
+            config.multi_gpu_share, config.gang_share,
+        ])  # fmt: skip
+        if weights.sum() <= 0:
+            weights[_ONE] = 1.0
+        cls = _pick(s_class, weights, n)
+    else:
+        s_class.random(n)  # same draws as with GPUs, so the other streams do not depend on it
+        cls = np.full(n, _CPU, np.int64)
+
+    # Requested size (multi-GPU size, gang width) and request row of each job.
+    size = _pick(s_size, np.array([w for _, w in MULTI_GPU_SIZES]), n)
+    width = np.array([t for t, _ in GANG_TASKS], np.int64)[
+        _pick(s_size, np.array([w for _, w in GANG_TASKS]), n)
+    ]
+    is_multi, is_gang = cls == _MULTI, cls == _GANG
+    size[~is_multi] = 0
+    u_shape = s_shape.random(n)
+    row = np.zeros(n, np.int64)
+    for code, table in enumerate(_TABLES):
+        m = cls == code
+        cdf = np.cumsum([r[-1] for r in table])
+        row[m] = np.minimum(
+            np.searchsorted(cdf / cdf[-1], u_shape[m], side="right"), len(table) - 1
+        )
+
+    # Optional pin to one GPU model (only meaningful with several models).
+    model = np.full(n, -1, np.int64)
+    u_model = s_model.random((2, n))
+    if len(nodes.models) > 1 and config.model_constrained_share > 0:
+        gpus_req = np.select(
+            [cls == _CPU, is_multi, is_gang],
+            [0, np.array([g for g, _ in MULTI_GPU_SIZES])[size], GANG_GPUS_PER_TASK],
+            1,
+        )
+        gpus_req = np.minimum(gpus_req, int(nodes.gpus.max()))
+        pinned = (gpus_req > 0) & (u_model[0] < config.model_constrained_share)
+        for g in np.unique(gpus_req[pinned]).tolist():
+            m = pinned & (gpus_req == g)
+            # Models with a node holding g GPUs, weighted by their GPU count.
+            w = np.array([
+                nodes.model_gpus[i] if (nodes.gpus[nodes.model == i] >= g).any() else 0
+                for i in range(len(nodes.models))
+            ], float)  # fmt: skip
+            cdf = np.cumsum(w) / w.sum()
+            model[m] = np.minimum(np.searchsorted(cdf, u_model[1][m], side="right"), len(w) - 1)
+
+    # Each distinct (class, row, size, model) is turned into a request once (few dozen).
+    n_models = len(nodes.models) + 1
+    recipe = ((cls * _ROWS + row) * _SIZES + size) * n_models + (model + 1)
+    present = np.bincount(recipe, minlength=5 * _ROWS * _SIZES * n_models) > 0
+    codes = np.flatnonzero(present)
+    dense = np.cumsum(present) - 1
+    recipe = dense[recipe]  # index into `codes`
+    made: dict[TaskRequest, TaskRequest] = {}
+    recipes: list[_Recipe] = []
+    for c in codes.tolist():
+        c, md = divmod(c, n_models)
+        c, sz = divmod(c, _SIZES)
+        code, rw = divmod(c, _ROWS)
+        r = _recipe(code, rw, sz, md - 1, nodes)
+        recipes.append(_Recipe(made.setdefault(r.request, r.request), r.gpus, r.slots))
+    r_gpus = np.array([r.gpus for r in recipes], np.int64)
+    r_slots = np.array([r.slots for r in recipes], np.int64)
+    r_share = np.array([r.request.gpu_share_milli for r in recipes], np.int64)
+    r_cpu = np.array([r.request.cpu_milli for r in recipes], np.int64)
+
+    # Tasks: 1, or a gang of `width` 8-GPU tasks re-cut to the clamped task size and capped
+    # at what the cluster holds.
+    gpus = r_gpus[recipe]
+    total = width * GANG_GPUS_PER_TASK
+    tasks = np.where(is_gang, -(-total // np.maximum(gpus, 1)), 1)
+    tasks = np.maximum(1, np.minimum(tasks, r_slots[recipe]))
+
+    # Runtimes, by the requested size; whole seconds (min 1 s), then scaled.
+    u_rt = s_runtime.random(n)
+    runtime = np.empty(n)
+    rm = config.runtime_model
+    groups = (
+        (cls <= _ONE, rm.one_gpu),
+        (is_multi & (size == 0), rm.for_gpus(MULTI_GPU_SIZES[0][0])),
+        (is_multi & (size == 1), rm.for_gpus(MULTI_GPU_SIZES[1][0])),
+        (is_multi & (size == 2), rm.for_gpus(MULTI_GPU_SIZES[2][0])),
+        (is_gang, rm.gang),
+    )
+    for m, qt in groups:
+        runtime[m] = qt.sample(u_rt[m])
+    runtime = np.maximum(np.round(runtime), 1.0) * config.runtime_scale
+    if config.runtime_cap is not None:
+        runtime = np.minimum(runtime, config.runtime_cap)
+
+    # Arrivals.
+    gaps = s_arrival.standard_exponential(n)
+    gaps[0] = 0.0
+    if config.arrival_rate is not None:
+        rate = config.arrival_rate
+    else:
+        unit_submit = np.cumsum(gaps)  # arrival times at rate 1
+        gpu_width = r_share[recipe] / MILLI * tasks
+        cpu_width = r_cpu[recipe] / 1000.0 * tasks
+        rate = _rate_for_load(config, cluster, gpu_width, cpu_width, runtime, unit_submit)
+    submit = np.cumsum(gaps) / rate
+
+    # Tenants, priorities, estimates, utilisation.
+    ranks = np.arange(1, config.tenants + 1, dtype=float)
+    tenant_idx = _pick(s_tenant, ranks**-config.tenant_zipf_s, n)
+    prio_names = [name for name, _ in config.priority_pairs]
+    prio_idx = _pick(s_prio, np.array([w for _, w in config.priority_pairs], float), n)
+    u_est = s_est.random(n)
+    factor = config.estimate_factor_median * np.exp(
+        config.estimate_factor_sigma * s_est.standard_normal(n)
+    )
+    estimate = np.ceil(runtime * factor / 60.0) * 60.0
+    estimate[u_est < config.estimate_missing_share] = np.nan
+    util = s_util.beta(config.gpu_util_alpha, config.gpu_util_beta, n)
+    util = np.clip(np.round(util, 2), 0.01, 1.0)
+    util[gpus == 0] = 1.0
+
+    paths = tenant_paths(config.tenants)
+    tenant_names = [p[0] for p in paths]
+    queue_names = [p[1] for p in paths]
+    requests = [r.request for r in recipes]
+    ti = tenant_idx.tolist()
+    digits = max(6, len(str(n)))
+    columns = (
+        [f"j{i:0{digits}d}" for i in range(1, n + 1)],
+        submit.tolist(),
+        runtime.tolist(),
+        [requests[i] for i in recipe.tolist()],
+        tasks.tolist(),
+        [0] * n,
+        [tenant_names[i] for i in ti],
+        [queue_names[i] for i in ti],
+        [prio_names[i] for i in prio_idx.tolist()],
+        [None if e != e else e for e in estimate.tolist()],  # NaN -> no estimate
+        util.tolist(),
+    )
+    # A million new objects would trigger many full garbage collections (none can free
+    # anything: every object is kept); pausing the collector keeps the build linear.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return list(map(Job, *columns))
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _rate_for_load(
+    config: WorkloadConfig,
+    cluster: ClusterSpec,
+    gpu_width: np.ndarray,
+    cpu_width: np.ndarray,
+    runtime: np.ndarray,
+    unit_submit: np.ndarray,
+) -> float:
+    """Jobs per second giving ``config.target_load`` for the drawn jobs (see ``generate``).
+
+    ``*_width`` are the GPUs (CPU cores) each job holds, ``unit_submit`` the arrival times at
+    rate 1 (submit times at rate r are ``unit_submit / r``).
+    """
+    assert config.target_load is not None
+    target = config.target_load
+    if config.speed_weighted_load:
+        capacity = float(sum(n.gpus * n.gpu_model.speed for n in cluster.nodes if n.gpu_model))
+    else:
+        capacity = float(cluster.total_gpus)
+    width = gpu_width
+    if capacity <= 0 or not (width > 0).any():
+        width = cpu_width
+        capacity = sum(n.cpu_milli for n in cluster.nodes) / 1000.0
+        if capacity <= 0 or not (width > 0).any():
+            raise _bad("target_load", "the jobs ask for no GPU and no CPU; set arrival_rate")
+    rate = target * capacity / float((width * runtime).mean())
+    span = float(unit_submit[-1])
+    if not config.load_window or span <= 0:
+        return rate
+
+    # Window basis: busy(r) = sum(width * min(r * runtime, span - unit_submit)) / (capacity *
+    # span) is the no-queue busy fraction before the last arrival at rate r; it grows with r.
+    left = span - unit_submit
+
+    def busy(r: float) -> float:
+        return float((width * np.minimum(r * runtime, left)).sum()) / (capacity * span)
+
+    if busy(math.inf) <= target:
+        raise _bad(
+            "target_load",
+            f"{target} is out of reach with load_window for these {len(runtime)} jobs "
+            f"(at most {busy(math.inf):.3f}); lower it or add jobs",
+        )
+    lo, hi = rate / 2, rate
+    while busy(hi) < target:
+        lo, hi = hi, hi * 2
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        if busy(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return hi
+
+
+def offered_load(jobs: list[Job], cluster: ClusterSpec, *, speed_weighted: bool = False) -> float:
+    """Offered GPU load of ``jobs``: mean GPU-seconds per job (reference speed) x arrival rate
+    / capacity, the rate being (jobs - 1) / (last submit - first submit).
+
+    Capacity is the cluster's GPU count, or GPUs x speed with ``speed_weighted``. Returns 0
+    for fewer than two jobs, a zero span or a cluster without GPUs.
+    """
+    if len(jobs) < 2 or cluster.total_gpus == 0:
+        return 0.0
+    span = jobs[-1].submit - jobs[0].submit
+    if span <= 0:
+        return 0.0
+    if speed_weighted:
+        capacity = sum(n.gpus * n.gpu_model.speed for n in cluster.nodes if n.gpu_model)
+    else:
+        capacity = cluster.total_gpus
+    gpu_seconds = sum(j.gpu_demand_milli * j.runtime for j in jobs) / MILLI
+    return gpu_seconds / len(jobs) * ((len(jobs) - 1) / span) / capacity

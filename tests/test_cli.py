@@ -1,0 +1,212 @@
+"""The command line through Typer's test runner: output, JSON, files and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import suanli.cli.simulate as simulate_cli
+from builders import job
+from suanli.cli.main import app
+
+SMALL = ["--cluster", "2x8xV100", "--jobs", "300"]
+DEFAULT_LABELS = list(simulate_cli.DEFAULT_POLICIES)
+
+
+@pytest.fixture()
+def runner() -> CliRunner:
+    # Keep stderr apart from stdout: the default since Click 8.2 (and Typer's vendored Click),
+    # an option before that.
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+def run(runner: CliRunner, *args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, list(args))
+
+
+def test_policies_lists_the_registry(runner: CliRunner) -> None:
+    result = run(runner, "policies")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert "placement/best-fit" in names and "queue/fifo" in names
+    assert names == sorted(names)
+    best_fit = next(line for line in lines if line.startswith("placement/best-fit"))
+    assert len(best_fit.split(maxsplit=1)) == 2  # a description follows the name
+
+
+def test_policies_json(runner: CliRunner) -> None:
+    result = run(runner, "policies", "--json")
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert {"policy": "queue/fifo"}.items() <= next(
+        d for d in doc if d["policy"] == "queue/fifo"
+    ).items()
+
+
+def test_simulate_json_one_entry_per_policy(runner: CliRunner) -> None:
+    result = run(runner, "simulate", *SMALL, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)  # stdout holds the JSON and nothing else
+    assert [r["policy"] for r in doc["results"]] == DEFAULT_LABELS
+    assert all(r["jobs"] == 300 and r["total_gpus"] == 16 for r in doc["results"])
+    assert doc["run"]["cluster"] == "2x8xV100" and doc["run"]["workload"]["jobs"] == 300
+
+
+def test_simulate_policies_in_order_without_duplicates(runner: CliRunner) -> None:
+    result = run(
+        runner, "simulate", *SMALL, "--json", "-p", "sjf+best-fit", "-p", "fifo/strict+first-fit",
+        "-p", "sjf+best-fit",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    labels = [r["policy"] for r in json.loads(result.stdout)["results"]]
+    assert labels == ["sjf+best-fit", "fifo/strict+first-fit"]
+
+
+def test_simulate_same_seed_same_results(runner: CliRunner) -> None:
+    def outcome(seed: str) -> list[object]:
+        result = run(runner, "simulate", *SMALL, "--json", "-p", "fifo+best-fit", "--seed", seed)
+        return [(r["jct_s"], r["queueing_delay_s"]) for r in json.loads(result.stdout)["results"]]
+
+    assert outcome("3") == outcome("3")
+    assert outcome("3") != outcome("4")
+
+
+def test_simulate_table(runner: CliRunner) -> None:
+    result = run(runner, "simulate", *SMALL, "-p", "fifo+best-fit", "-p", "priority+packing")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.startswith("2x8xV100: 2 nodes, 16 GPUs (V100)")
+    for row in ("GPU allocation %", "GPU utilisation %", "GPU allocation, whole run %",
+                "JCT P99", "queueing delay P95",
+                "makespan", "finished", "unfinished", "cycles", "decisions/s", "wall (s)",
+                "JCT mean [high]", "wait P99 [spot]"):  # fmt: skip
+        assert row in out, row
+    assert "+best-fit" in out and "+packing" in out  # column headers split at '+'
+    assert "Traceback" not in result.output
+
+
+def test_simulate_out_writes_files(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = run(runner, "simulate", *SMALL, "-p", "fifo+best-fit", "-p", "fifo/strict+best-fit",
+                 "--out", str(out), "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    names = {p.name for p in out.iterdir()}
+    assert names == {
+        "fifo_best-fit-jobs.csv",
+        "fifo_best-fit-series.csv",
+        "fifo-strict_best-fit-jobs.csv",
+        "fifo-strict_best-fit-series.csv",
+        "summary.json",
+        "allocation.png",
+    }
+    assert len((out / "fifo_best-fit-jobs.csv").read_text().splitlines()) == 1 + 300
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["policy"] for r in summary["results"]] == ["fifo+best-fit", "fifo/strict+best-fit"]
+    assert (out / "allocation.png").stat().st_size > 0
+
+
+def test_simulate_json_with_out_keeps_stdout_pure(runner: CliRunner, tmp_path: Path) -> None:
+    result = run(
+        runner, "simulate", *SMALL, "-p", "fifo+best-fit", "--json", "--out", str(tmp_path)
+    )
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)
+    assert "wrote 4 files" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["-p", "fifo+nope"],
+            "unknown placement policy 'nope' (known: best-fit",
+            id="unknown-placement",
+        ),
+        pytest.param(["-p", "lifo+best-fit"], "unknown queue policy 'lifo'", id="unknown-queue"),
+        pytest.param(
+            ["-p", "fifo"],
+            "policy set 'fifo': expected QUEUE[/strict]+PLACEMENT",
+            id="policy-syntax",
+        ),
+        pytest.param(
+            ["-p", "fifo/lax+best-fit"], "mode must be 'strict' or 'skip'", id="policy-mode"
+        ),
+        pytest.param(["--cluster", "0x8xH100"], "node count: must be >= 1", id="zero-nodes"),
+        pytest.param(["--cluster", "4x8xFOO"], "unknown GPU model 'FOO'", id="unknown-model"),
+        pytest.param(
+            ["--cluster", "4x8xH100[nvlink=12]"],
+            "must be a multiple of the 8 GPUs",
+            id="bad-nvlink",
+        ),
+        pytest.param(
+            ["--cluster", "nope.yaml"], "cluster file 'nope.yaml' not found", id="missing-yaml"
+        ),
+        pytest.param(["--jobs", "-5"], "--jobs: must be >= 1 (got -5)", id="negative-jobs"),
+        pytest.param(["--jobs", "0"], "--jobs: must be >= 1 (got 0)", id="zero-jobs"),
+        pytest.param(["--load", "-0.5"], "--load: must be a number > 0", id="negative-load"),
+        pytest.param(["--load", "nan"], "--load: must be a number > 0", id="nan-load"),
+        pytest.param(["--seed", "-1"], "--seed: must be >= 0", id="negative-seed"),
+        pytest.param(
+            ["--cycle-interval", "-1"],
+            "--cycle-interval: must be a number >= 0",
+            id="negative-cycle",
+        ),
+        pytest.param(["--until", "0"], "--until: must be a number > 0", id="zero-until"),
+        pytest.param(["--jobs", "many"], "Invalid value for '--jobs'", id="jobs-not-a-number"),
+        pytest.param(["--frobnicate"], "No such option: --frobnicate", id="unknown-option"),
+    ],
+)
+def test_simulate_bad_input_is_one_line_exit_2(
+    runner: CliRunner, args: list[str], message: str
+) -> None:
+    result = run(runner, "simulate", "--cluster", "2x8xH100", "--jobs", "20", *args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("suanli: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_job_larger_than_any_node_is_one_line_exit_2(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The synthetic generator only draws jobs that fit; a trace may not. Stand in for one.
+    monkeypatch.setattr(simulate_cli, "generate", lambda config, cluster: [job("big", gpus=16)])
+    result = run(runner, "simulate", "--cluster", "2x8xH100", "--jobs", "1")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("suanli: error: job big can never run on cluster 2x8xH100")
+    assert len(result.stderr.splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_out_that_cannot_be_created_fails_before_simulating(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run(runner, "simulate", *SMALL, "--out", str(blocker / "sub"))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"suanli: error: --out {blocker / 'sub'}: cannot create")
+
+
+def test_unknown_command_is_one_line_exit_2(runner: CliRunner) -> None:
+    result = run(runner, "frobnicate")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("suanli: error: No such command 'frobnicate'")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_help_and_version(runner: CliRunner) -> None:
+    assert "--cycle-interval" in run(runner, "simulate", "--help").stdout
+    version = run(runner, "--version")
+    assert version.exit_code == 0 and version.stdout.startswith("suanli ")

@@ -1,0 +1,156 @@
+"""Exporting results: file names, CSV contents, strict JSON, the plot and its downsampling."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from builders import cluster, job, node
+from suanli.sim.engine import PolicySet, simulate
+from suanli.sim.export import (
+    JOB_COLUMNS,
+    SERIES_COLUMNS,
+    downsample,
+    file_stems,
+    render_json,
+    results_document,
+    safe_stem,
+    write_results,
+)
+from suanli.sim.results import SimResult
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def results(until: float | None = 150.0) -> list[SimResult]:
+    """One 8-GPU node, three jobs: j1 runs 0-100, j2 waits for it, j3 cannot start by 150.
+
+    With ``until=150``: j1 finishes, j2 is still running, j3 still pending.
+    """
+    c = cluster(node("n0", 8))
+    jobs = [job("j1", 0, 100, gpus=8), job("j2", 1, 100, gpus=8), job("j3", 2, 50, gpus=8)]
+    labels = ("fifo+best-fit", "fifo/strict+first-fit")
+    return [simulate(c, jobs, PolicySet.parse(p), until=until) for p in labels]
+
+
+def strict_json(text: str) -> object:
+    def no_constants(name: str) -> object:
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    return json.loads(text, parse_constant=no_constants)
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    with path.open(newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.mark.parametrize(
+    ("label", "stem"),
+    [
+        pytest.param("fifo+best-fit", "fifo_best-fit", id="plus"),
+        pytest.param("fifo/strict+best-fit", "fifo-strict_best-fit", id="slash"),
+        pytest.param("a b:c*d", "a-b-c-d", id="other-unsafe"),
+        pytest.param("../x", "-x", id="no-parent-dir"),
+        pytest.param("..", "result", id="only-dots"),
+    ],
+)
+def test_safe_stem(label: str, stem: str) -> None:
+    assert safe_stem(label) == stem
+    assert "/" not in safe_stem(label)
+
+
+def test_file_stems_are_unique() -> None:
+    assert file_stems(["a+b", "a+b", "a/b", "a+b"]) == ["a_b", "a_b-2", "a-b", "a_b-3"]
+
+
+def test_write_results_files(tmp_path: Path) -> None:
+    res = results()
+    out = tmp_path / "out" / "nested"
+    written = write_results(res, out, {"cluster": "test", "seed": 0})
+    names = sorted(p.name for p in written)
+    assert names == sorted(
+        [
+            "fifo_best-fit-jobs.csv",
+            "fifo_best-fit-series.csv",
+            "fifo-strict_first-fit-jobs.csv",
+            "fifo-strict_first-fit-series.csv",
+            "summary.json",
+            "allocation.png",
+        ]
+    )
+    assert all(p.parent == out and p.stat().st_size > 0 for p in written)
+
+    rows = read_csv(out / "fifo_best-fit-jobs.csv")
+    assert tuple(rows[0]) == JOB_COLUMNS and len(rows) == 1 + 3
+    by_id = {r[0]: dict(zip(JOB_COLUMNS, r, strict=True)) for r in rows[1:]}
+    assert by_id["j1"]["finish"] == "100" and by_id["j1"]["jct"] == "100"
+    assert by_id["j2"]["start"] == "100" and by_id["j2"]["wait"] == "99"
+    assert by_id["j2"]["finish"] == "" and by_id["j2"]["pending_reason"] == ""  # running
+    assert by_id["j3"]["start"] == "" and by_id["j3"]["pending_reason"].startswith("no capacity")
+    assert by_id["j1"]["priority_class"] == "normal" and by_id["j1"]["tenant"] == "default"
+    assert (by_id["j1"]["tasks"], by_id["j1"]["gpu_milli"], by_id["j1"]["nodes"]) == (
+        "1",
+        "8000",
+        "1",
+    )
+
+    series = read_csv(out / "fifo_best-fit-series.csv")
+    assert tuple(series[0]) == SERIES_COLUMNS
+    assert len(series) == 1 + len(res[0].series.t)
+    assert all(0.0 <= float(r[1]) <= 1.0 for r in series[1:])
+
+    summary = strict_json((out / "summary.json").read_text())
+    assert isinstance(summary, dict) and set(summary) == {"run", "results"}
+    assert summary["run"] == {"cluster": "test", "seed": 0}
+    assert [r["policy"] for r in summary["results"]] == ["fifo+best-fit", "fifo/strict+first-fit"]
+    first = summary["results"][0]
+    assert first["files"] == {
+        "jobs_csv": "fifo_best-fit-jobs.csv",
+        "series_csv": "fifo_best-fit-series.csv",
+    }
+    assert {"gpu_allocation", "jct_s", "queueing_delay_s", "by_priority_class"} <= set(first)
+
+    png = (out / "allocation.png").read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 1000
+
+
+def test_write_results_without_plot(tmp_path: Path) -> None:
+    written = write_results(results(), tmp_path, plot=False)
+    assert "allocation.png" not in {p.name for p in written}
+    assert not (tmp_path / "allocation.png").exists()
+
+
+def test_json_has_null_for_nan() -> None:
+    res = results(until=50.0)  # nothing finishes: JCT statistics are NaN
+    assert math.isnan(res[0].jct.mean)
+    doc = strict_json(render_json(res, {"jobs": 3}))
+    assert isinstance(doc, dict)
+    assert doc["results"][0]["jct_s"]["mean"] is None
+    assert doc["results"][0]["jct_s"]["count"] == 0
+    assert doc == results_document(res, {"jobs": 3})
+
+
+@pytest.mark.parametrize(
+    ("n", "max_points"),
+    [
+        pytest.param(10, 100, id="short-unchanged"),
+        pytest.param(10_000, 100, id="long-binned"),
+        pytest.param(1_001, 1_000, id="just-over"),
+    ],
+)
+def test_downsample_keeps_area(n: int, max_points: int) -> None:
+    rng = np.random.default_rng(1)
+    t = np.cumsum(rng.exponential(1.0, n))
+    v = rng.random(n)
+    t2, v2 = downsample(t, v, max_points)
+    assert len(t2) == min(n, max_points) and len(v2) == len(t2)
+    # Area of the step function over [t[0], t[-1]] is kept.
+    area = float((v[:-1] * np.diff(t)).sum())
+    area2 = float((v2 * np.diff(np.append(t2, t[-1]))).sum())
+    assert area2 == pytest.approx(area, rel=1e-9)
