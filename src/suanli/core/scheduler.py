@@ -72,7 +72,6 @@ class Scheduler:
         self._pending: dict[str, tuple[Any, int]] = {}  # job id -> (key, shape id)
         self._active: list[tuple[Any, int]] = []  # heads of shapes worth trying, by key
         self._all: list[tuple[Any, Job]] = []  # strict mode: every pending job, by key
-        self._refreshed = 0  # capacity epoch of the last skip-ahead refresh
 
     # ---------------------------------------------------------------- queue
     def __len__(self) -> int:
@@ -149,10 +148,8 @@ class Scheduler:
 
     def _cycle_skip_ahead(self, rng: np.random.Generator) -> list[Decision]:
         # Phase 1: retry blocked shapes whose bound says they may fit on nodes that gained.
-        if self.table.epoch != self._refreshed:
-            self._refreshed = self.table.epoch
-            for sid in self.table.refresh(self.table.blocked_ids()):
-                self._activate(self._shapes[int(sid)])
+        for sid in self.table.refresh_all().tolist():
+            self._activate(self._shapes[sid])
         decisions: list[Decision] = []
         active = self._active
         while active:
@@ -162,12 +159,15 @@ class Scheduler:
                 continue  # stale entry: the shape's head changed since it was pushed
             shape.active_key = None
             job = self._head_of(shape)
-            if job is None:
-                continue
+            if job is None or self.table.blocked[sid]:
+                continue  # nothing waits, or re-blocked by an admission earlier in this cycle
             decision = self._try(job, shape, rng)
             decisions.append(decision)
-            if isinstance(decision, Admit):
+            if type(decision) is Admit:
                 self._activate(shape)
+                if self.table.n_ready > 2:
+                    # Re-check the ready shapes at once; one or two are cheaper to just try.
+                    self.table.consumed([tp.node for tp in decision.placement.tasks])
         return decisions
 
     def _cycle_strict(self, rng: np.random.Generator) -> list[Decision]:
@@ -188,6 +188,7 @@ class Scheduler:
         return decisions
 
     def _try(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision:
+        self.table.tried(shape.sid)
         placement, reason, k = place_job(self.view, job, self.placement, rng)
         if placement is None:
             assert reason is not None

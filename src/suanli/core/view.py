@@ -67,7 +67,7 @@ class ClusterView:
         self.cap_cpu = np.array([nd.cpu_milli for nd in nodes], dtype=np.int64)
         self.cap_mem = np.array([nd.memory_mib for nd in nodes], dtype=np.int64)
         self.healthy = np.array([nd.healthy for nd in nodes], dtype=bool)
-        self._all_healthy = bool(self.healthy.all())
+        self.all_healthy = bool(self.healthy.all())
         racks: dict[str, int] = {}
         domains: dict[str, int] = {}
         self.node_rack = np.array([racks.setdefault(nd.rack, len(racks)) for nd in nodes])
@@ -97,6 +97,10 @@ class ClusterView:
         )
         self.w_cpu = (FREE_SCORE_CPU * self.inv_cpu).tolist()
         self.w_mem = (FREE_SCORE_MEM * self.inv_mem).tolist()
+        self.node_free3 = np.stack(
+            (self.node_full_free, self.free_cpu, self.free_mem), axis=1
+        ).astype(np.float64)
+        """Per node (fully free GPUs, free CPU, free memory) as floats, for vectorised counts."""
         self.free_score = (
             self.node_free_milli
             + FREE_SCORE_CPU * self.inv_cpu * self.free_cpu
@@ -118,7 +122,7 @@ class ClusterView:
     # ---------------------------------------------------------------- feasibility
     def model_mask(self, models: frozenset[str]) -> np.ndarray:
         """Healthy nodes whose GPU model is acceptable (any healthy node when ``models`` is empty)."""
-        if self._all_healthy:
+        if self.all_healthy:
             return self.model_ok(models)
         return self.model_ok(models) & self.healthy
 
@@ -214,7 +218,7 @@ class ClusterView:
     def set_health(self, node: int, healthy: bool) -> None:
         """Mark ``node`` (un)healthy. Placement skips unhealthy nodes; allocations stay."""
         self.healthy[node] = healthy
-        self._all_healthy = bool(self.healthy.all())
+        self.all_healthy = bool(self.healthy.all())
 
     def allocate(self, p: TaskPlacement) -> None:
         """Take ``p`` out of the free capacity, or raise ``OvercommitError`` and change nothing."""
@@ -296,6 +300,10 @@ class ClusterView:
         self._rescore(n)
 
     def _rescore(self, n: int) -> None:
+        f3 = self.node_free3
+        f3[n, 0] = self.node_full_free[n]
+        f3[n, 1] = self.free_cpu[n]
+        f3[n, 2] = self.free_mem[n]
         self.free_score[n] = (
             int(self.node_free_milli[n])
             + self.w_cpu[n] * int(self.free_cpu[n])
@@ -335,6 +343,7 @@ class ClusterView:
             self.free_cpu.copy(),
             self.free_mem.copy(),
             self.free_score.copy(),
+            self.node_free3.copy(),
             np.array([self.allocated_milli]),
         )
 
