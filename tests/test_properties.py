@@ -274,6 +274,14 @@ def check_cycle(s, spec, decisions, running, placements, pol) -> None:  # type: 
         # of a cycle no pending job fits the free capacity.
         for j in pending:
             assert not fits_now(view, j, pol), f"skip-ahead: {j.id} fits but is left pending"
+    # The shape table's counts of every tracked shape are exact (the reference: fit_counts).
+    table = s.table
+    table.flush()
+    for sid in table.tracked[: len(table)].nonzero()[0]:
+        task, tasks, _ = table.keys[sid]
+        expect = view.fit_counts(task, tasks)
+        assert (table.K[sid] == expect).all(), f"shape {sid}: stale per-node counts"
+        assert table.total[sid] == expect.sum(), f"shape {sid}: stale total"
 
 
 # ------------------------------------------------------------------ properties

@@ -6,10 +6,12 @@ import pytest
 
 from builders import (
     QUEUE_ORDERS,
+    cluster,
     expected,
     frac,
     gpus_cluster,
     job,
+    node,
     order,
     placement,
     rng,
@@ -344,3 +346,18 @@ def test_empty_cycle() -> None:
     for strict in (False, True):
         s = sched(gpus_cluster(1), strict=strict)
         assert s.cycle(rng()) == [] and len(s) == 0 and s.pending_jobs() == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_node_back_to_health_wakes_a_blocked_job(mode: str) -> None:
+    # n1 (8 GPUs) starts unhealthy: an 8-GPU job cannot fit on n0 (4 GPUs) and waits.
+    spec = cluster(node("n0", 4), node("n1", 8, healthy=False))
+    s = sched(spec, strict=MODES[mode])
+    assert ids(run_one(s, job("big", 0, gpus=8))) == [("Skip", "big")]
+    assert admitted(s.cycle(rng())) == []
+    s.view.set_health(1, True)  # the view tells the scheduler's shape table
+    (d,) = s.cycle(rng())
+    assert isinstance(d, Admit) and d.placement.nodes == (1,)
+    # And back to unhealthy: the next such job waits again.
+    s.view.set_health(1, False)
+    assert ids(run_one(s, job("big2", 1, gpus=8))) == [("Skip", "big2")]

@@ -24,24 +24,28 @@ def place_job(
     job: Job,
     policy: Placement,
     rng: np.random.Generator,
+    k: np.ndarray | None = None,
 ) -> tuple[JobPlacement | None, NoCapacity | None, np.ndarray]:
     """Place ``job`` on ``view`` (allocating it) or say why not.
 
-    Returns ``(placement, None, k)`` on success and ``(None, reason, k)`` otherwise, where
-    ``k`` is the per-node fit count computed before placing (callers keep it to learn when a
-    blocked shape may fit again).
+    ``k``, if given, is the per-node count of the job's tasks that fit now (capped at its task
+    count), as the scheduler's shape table keeps it; otherwise it is computed here. Returns
+    ``(placement, None, k)`` on success and ``(None, reason, k)`` otherwise.
     """
     task = job.task
+    if k is None:
+        if job.tasks == 1:
+            # One task: a boolean mask is all it takes (k is 0 or 1 per node).
+            k = view.feasible(task)
+        else:
+            k = view.fit_counts(task, job.tasks)
     if job.tasks == 1:
-        # Hot path: one task, a boolean mask is all we need (k is 0 or 1 per node).
-        k = view.feasible(task)
         nodes = k.nonzero()[0]
         if not len(nodes):
             return None, NoCapacity(1, 0, 0), k
         chosen = [(int(nodes[_best(policy.score(view, task, 1, nodes, rng))]), 1)]
         return _allocate(view, task, chosen, policy, rng), None, k
 
-    k = view.fit_counts(task, job.tasks)
     total = int(k.sum())
     if total < job.min_tasks:
         return None, NoCapacity(job.min_tasks, total, int(k.max(initial=0))), k

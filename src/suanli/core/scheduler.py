@@ -8,12 +8,19 @@ to its store and starting processes. Nothing here reads a clock or does I/O; ran
 from the ``numpy.random.Generator`` handed to ``cycle``.
 
 Cycle phases (see docs/architecture.md):
-  1. Refresh: shapes blocked earlier whose nodes got capacity back are retried.
-  2. Order: the queue order's static key; within one shape jobs wait in a heap.
-  3. Place: all tasks of a job or none (``gang.place_job``), via the placement policy.
+  1. Wake: shapes that began to fit since the last cycle (the shape table saw a node change
+     that made room) rejoin the active heap.
+  2. Order: each job's static queue-order key; jobs of one shape wait in one heap, and the
+     heads of the shapes worth trying in the active heap.
+  3. Place: all tasks of a job or none (``gang.place_job``), via the placement policy, using
+     the shape table's exact per-node counts: a job is only tried when its shape fits.
   4. Decide: ``Admit`` with its placement, or ``Skip`` with a typed reason.
 Two disciplines: *skip-ahead* (a job that does not fit is passed over, later jobs may start)
 and *strict* (the head of the queue blocks everything behind it).
+
+Why a saturated queue is cheap: a shape that does not fit leaves the active heap and returns
+only when a node change makes it fit, so a cycle costs O(shapes tried + jobs admitted), never
+O(pending jobs).
 """
 
 from __future__ import annotations
@@ -46,8 +53,8 @@ class _Shape:
 
     sid: int
     heap: list[tuple[Any, Job]] = field(default_factory=list)
-    reason: NoCapacity | None = None
     active_key: Any = None  # key of the entry in the active heap, if any
+    skipped: str | None = None  # the head job last reported as not fitting
 
 
 class Scheduler:
@@ -72,6 +79,7 @@ class Scheduler:
         self._pending: dict[str, tuple[Any, int]] = {}  # job id -> (key, shape id)
         self._active: list[tuple[Any, int]] = []  # heads of shapes worth trying, by key
         self._all: list[tuple[Any, Job]] = []  # strict mode: every pending job, by key
+        self._tried: set[str] = set()  # strict mode: heads that were tried and did not fit
 
     # ---------------------------------------------------------------- queue
     def __len__(self) -> int:
@@ -86,11 +94,14 @@ class Scheduler:
         if sid == len(self._shapes):
             self._shapes.append(_Shape(sid))
         shape = self._shapes[sid]
+        if not shape.heap:
+            self.table.set_idle(sid, False)
         heapq.heappush(shape.heap, (key, job))
         self._pending[job.id] = (key, sid)
         if self.strict:
             heapq.heappush(self._all, (key, job))
-        elif not self.table.blocked[sid]:
+        else:
+            # Tried in the next cycle: it fits, or it gets its Skip with the reason.
             self._activate(shape)
 
     def remove(self, job_id: str) -> bool:
@@ -99,12 +110,17 @@ class Scheduler:
         if entry is None:
             return False
         shape = self._shapes[entry[1]]
-        was_head = bool(shape.heap) and shape.heap[0][1].id == job_id
+        was_head = shape.heap[0][1].id == job_id
         shape.heap = [e for e in shape.heap if e[1].id != job_id]
         heapq.heapify(shape.heap)
+        if not self._pending:
+            self.table.untrack_all()
+        elif not shape.heap:
+            self.table.set_idle(shape.sid, True)
         if self.strict:
             self._all = [e for e in self._all if e[1].id != job_id]
             heapq.heapify(self._all)
+            self._tried.discard(job_id)
         if was_head and shape.active_key == entry[0]:
             # Its entry in the active heap carries the removed job's key: re-enter the shape
             # under its new head's key (the old entry turns stale and is skipped).
@@ -118,28 +134,27 @@ class Scheduler:
         return sorted(jobs, key=lambda j: self._pending[j.id][0])
 
     def reason(self, job_id: str) -> Reason | None:
-        """Why a pending job is still pending, as of the last cycle (None: not yet tried)."""
+        """Why a pending job is still pending (None: it would fit now, or was never tried)."""
         entry = self._pending.get(job_id)
         if entry is None:
             return None
         if self.strict:
             head = self._head()
             if head is not None and head.id != job_id:
-                head_sid = self._pending[head.id][1]
                 # Only a head that has been tried and failed blocks the line.
-                return HeadOfLine(head.id) if self.table.blocked[head_sid] else None
-        return self._shapes[entry[1]].reason if self.table.blocked[entry[1]] else None
+                return HeadOfLine(head.id) if head.id in self._tried else None
+            if job_id not in self._tried:
+                return None
+        sid = entry[1]
+        if not self.table.tracked[sid] or self.table.fits(sid):
+            return None
+        return self._no_capacity(sid)
 
     # ---------------------------------------------------------------- capacity changes
     def release(self, placement: JobPlacement) -> None:
         """Give a finished or evicted job's resources back to the view."""
         for tp in placement.tasks:
             self.view.release(tp)
-        self.table.gained([tp.node for tp in placement.tasks])
-
-    def capacity_changed(self, node: int) -> None:
-        """Tell the scheduler that ``node`` may have more capacity (e.g. it became healthy)."""
-        self.table.gained([node])
 
     # ---------------------------------------------------------------- the cycle
     def cycle(self, rng: np.random.Generator) -> list[Decision]:
@@ -147,9 +162,7 @@ class Scheduler:
         return self._cycle_strict(rng) if self.strict else self._cycle_skip_ahead(rng)
 
     def _cycle_skip_ahead(self, rng: np.random.Generator) -> list[Decision]:
-        # Phase 1: retry blocked shapes whose bound says they may fit on nodes that gained.
-        for sid in self.table.refresh_all().tolist():
-            self._activate(self._shapes[sid])
+        self._wake()
         decisions: list[Decision] = []
         active = self._active
         while active:
@@ -158,59 +171,90 @@ class Scheduler:
             if shape.active_key != key:
                 continue  # stale entry: the shape's head changed since it was pushed
             shape.active_key = None
-            job = self._head_of(shape)
-            if job is None or self.table.blocked[sid]:
-                continue  # nothing waits, or re-blocked by an admission earlier in this cycle
+            if not shape.heap:
+                continue
+            job = shape.heap[0][1]
             decision = self._try(job, shape, rng)
-            decisions.append(decision)
             if type(decision) is Admit:
+                decisions.append(decision)
                 self._activate(shape)
-                if self.table.n_ready > 2:
-                    # Re-check the ready shapes at once; one or two are cheaper to just try.
-                    self.table.consumed([tp.node for tp in decision.placement.tasks])
+            elif shape.skipped != job.id:
+                # Out of the active heap until a node change makes the shape fit again. The
+                # Skip is news only the first time this head is found not to fit.
+                shape.skipped = job.id
+                decisions.append(decision)
         return decisions
 
     def _cycle_strict(self, rng: np.random.Generator) -> list[Decision]:
+        self.table.began_to_fit.clear()  # strict mode looks at its head only (fits() flushes)
         decisions: list[Decision] = []
         while (job := self._head()) is not None:
-            sid = self._pending[job.id][1]
-            shape = self._shapes[sid]
-            # Phase 1, strict: only the head's shape matters, so only it is recounted.
-            if self.table.blocked[sid] and not len(self.table.refresh(np.array([sid]))):
-                assert shape.reason is not None
-                decisions.append(Skip(job, shape.reason))
-                break
-            decision = self._try(job, shape, rng)
+            decision = self._try(job, self._shapes[self._pending[job.id][1]], rng)
             decisions.append(decision)
-            if isinstance(decision, Skip):
+            if type(decision) is Skip:
+                self._tried.add(job.id)
                 break
             heapq.heappop(self._all)
+            self._tried.discard(job.id)
         return decisions
 
     def _try(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision:
-        self.table.tried(shape.sid)
-        placement, reason, k = place_job(self.view, job, self.placement, rng)
-        if placement is None:
-            assert reason is not None
-            shape.reason = reason
-            self.table.block(shape.sid, k)
-            return Skip(job, reason)
+        """Admit ``job`` if its shape fits, else Skip it; a shape that fails starts being tracked.
+
+        A tracked shape's fit is known exactly, and its per-node counts are read instead of
+        recomputed (copied: the row changes as the job's own tasks are allocated). An untracked
+        shape (nothing of it failed since the queue was last empty) is simply placed.
+        """
+        table = self.table
+        sid = shape.sid
+        if table.tracked[sid]:
+            if not table.fits(sid):
+                return Skip(job, self._no_capacity(sid))
+            placement, reason, _ = place_job(
+                self.view, job, self.placement, rng, k=table.K[sid].astype(np.int64)
+            )
+            if placement is None:
+                raise AssertionError(f"shape of job {job.id} fits but placement failed: {reason}")
+        else:
+            placement, reason, k = place_job(self.view, job, self.placement, rng)
+            if placement is None:
+                assert reason is not None
+                table.track(sid, k)
+                return Skip(job, reason)
         heapq.heappop(shape.heap)
         del self._pending[job.id]
+        if not self._pending:
+            # An empty queue needs no counts at all.
+            table.untrack_all()
+        elif not shape.heap:
+            table.set_idle(sid, True)
         return Admit(job, placement)
 
     # ---------------------------------------------------------------- helpers
+    def _wake(self) -> None:
+        # Phase 1: shapes that began to fit rejoin the active heap.
+        table = self.table
+        if table.waiting_tracked():
+            table.flush()  # else nothing tracked waits: the recount can wait for a look
+        woken = table.began_to_fit
+        if woken:
+            for sid in woken:
+                self._activate(self._shapes[sid])
+            woken.clear()
+
+    def _no_capacity(self, sid: int) -> NoCapacity:
+        row = self.table.K[sid]
+        return NoCapacity(
+            int(self.table.need[sid]), int(self.table.total[sid]), int(row.max(initial=0))
+        )
+
     def _activate(self, shape: _Shape) -> None:
-        job = self._head_of(shape)
-        if job is None:
+        if not shape.heap:
             return
-        key = self._pending[job.id][0]
+        key = self._pending[shape.heap[0][1].id][0]
         if shape.active_key is None or key < shape.active_key:
             shape.active_key = key
             heapq.heappush(self._active, (key, shape.sid))
-
-    def _head_of(self, shape: _Shape) -> Job | None:
-        return shape.heap[0][1] if shape.heap else None
 
     def _head(self) -> Job | None:
         # Admitted jobs leave _all as they start and removed ones in remove(): the top is current.

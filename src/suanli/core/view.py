@@ -15,7 +15,7 @@ checkpoint is undone exactly, in reverse order, leaving every array bit-for-bit 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -115,6 +115,8 @@ class ClusterView:
         self.total_gpus = int(self.node_gpus.sum())
         self.allocated_milli = 0
         """Milli-GPU allocated over the whole cluster (kept current by allocate/release)."""
+        self.listeners: list[Callable[[int], None]] = []
+        """Called with a node index after every change of that node's free capacity or health."""
         self._undo: list[TaskPlacement] = []
         self._tracking = 0
         self._model_masks: dict[frozenset[str], np.ndarray] = {}
@@ -219,6 +221,8 @@ class ClusterView:
         """Mark ``node`` (un)healthy. Placement skips unhealthy nodes; allocations stay."""
         self.healthy[node] = healthy
         self.all_healthy = bool(self.healthy.all())
+        for listener in self.listeners:
+            listener(node)
 
     def allocate(self, p: TaskPlacement) -> None:
         """Take ``p`` out of the free capacity, or raise ``OvercommitError`` and change nothing."""
@@ -261,7 +265,7 @@ class ClusterView:
             self.allocated_milli += taken
         self.free_cpu[n] -= p.cpu_milli
         self.free_mem[n] -= p.memory_mib
-        self._rescore(n)
+        self._node_changed(n)
         if self._tracking:
             self._undo.append(p)
 
@@ -297,9 +301,9 @@ class ClusterView:
             self.allocated_milli -= given
         self.free_cpu[n] += p.cpu_milli
         self.free_mem[n] += p.memory_mib
-        self._rescore(n)
+        self._node_changed(n)
 
-    def _rescore(self, n: int) -> None:
+    def _node_changed(self, n: int) -> None:
         f3 = self.node_free3
         f3[n, 0] = self.node_full_free[n]
         f3[n, 1] = self.free_cpu[n]
@@ -309,6 +313,8 @@ class ClusterView:
             + self.w_cpu[n] * int(self.free_cpu[n])
             + self.w_mem[n] * int(self.free_mem[n])
         )
+        for listener in self.listeners:
+            listener(n)
 
     # ---------------------------------------------------------------- what-if
     def checkpoint(self) -> int:

@@ -90,6 +90,7 @@ def simulate(
     until: float | None = None,
     ctx: OrderContext | None = None,
     progress: Callable[[int], None] | None = None,
+    scheduler: type[Scheduler] = Scheduler,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -97,6 +98,7 @@ def simulate(
     cycles only on multiples of it (arrivals and finishes wait for the next tick). ``until``
     stops the clock early; jobs not finished by then are reported as unfinished.
     ``progress`` is called now and then with the number of jobs that have arrived.
+    ``scheduler`` is the scheduler class (a subclass may change the cycle, e.g. a baseline).
     """
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
@@ -106,7 +108,7 @@ def simulate(
     gc.collect()
     gc.freeze()
     try:
-        return _run(cluster, jobs, policy, seed, cycle_interval, until, ctx, progress)
+        return _run(cluster, jobs, policy, seed, cycle_interval, until, ctx, progress, scheduler)
     finally:
         gc.unfreeze()
 
@@ -120,11 +122,12 @@ def _run(
     until: float | None,
     ctx: OrderContext | None,
     progress: Callable[[int], None] | None,
+    scheduler: type[Scheduler],
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     view = ClusterView(cluster)
-    sched = Scheduler(
+    sched = scheduler(
         view,
         create("queue", policy.queue),
         create("placement", policy.placement),
@@ -132,8 +135,9 @@ def _run(
         ctx=ctx,
     )
     n = len(jobs)
-    order = sorted(range(n), key=lambda i: (jobs[i].submit, jobs[i].id))
-    jobs = [jobs[i] for i in order]
+    times = np.fromiter((j.submit for j in jobs), dtype=np.float64, count=n)
+    if not bool((np.diff(times) > 0).all()):  # already in (submit, id) order when strictly rising
+        jobs = sorted(jobs, key=lambda j: (j.submit, j.id))
     index = {job.id: i for i, job in enumerate(jobs)}
     if len(index) != n:
         raise SpecError("job ids must be unique")
