@@ -19,7 +19,7 @@ from builders import (
     take,
     task,
 )
-from suanli.core.model import MILLI
+from suanli.core.model import MILLI, TaskRequest
 from suanli.core.view import ClusterView, OvercommitError, TaskPlacement
 
 # V100 in the builders has 32 768 MiB; nodes have 64 000 mCPU and 512 000 MiB by default.
@@ -342,3 +342,20 @@ def test_view_layout() -> None:
     assert view.node_rack.tolist() == [0, 0, 1]
     assert view.node_domain[0] == view.node_domain[1] != view.node_domain[2]
     assert np.array_equal(view.model_mask(frozenset({"A100"})), [False, True, False])
+
+
+@pytest.mark.parametrize(
+    "min_mem, expect",
+    [
+        pytest.param(0, [2, 2], id="no-minimum"),
+        pytest.param(32_768, [2, 2], id="exactly-v100-memory"),
+        pytest.param(40_000, [0, 2], id="more-than-v100"),
+        pytest.param(100_000, [0, 0], id="more-than-any-gpu"),
+    ],
+)
+def test_whole_gpu_memory_is_a_minimum(min_mem: int, expect: list[int]) -> None:
+    # n0 has V100s (32 GiB), n1 A100s (80 GiB); a whole-GPU task's memory is a floor.
+    view = ClusterView(cluster(node("n0", 4, V100), node("n1", 4, A100)))
+    t = TaskRequest(gpus=2, gpu_memory_mib=min_mem)
+    assert view.fit_counts(t).tolist() == expect
+    assert view.feasible(t).tolist() == [e > 0 for e in expect]

@@ -147,7 +147,8 @@ class TaskRequest:
     ``gpus`` whole GPUs each with ``gpu_milli`` = 1000, or, when ``gpus == 1`` and
     ``gpu_milli < 1000``, a fraction of one GPU: a compute share plus ``gpu_memory_mib`` of
     its memory. A whole-GPU request takes the GPU's entire memory and so needs a GPU nobody
-    shares. ``gpu_models`` lists acceptable models (empty: any).
+    shares; for it ``gpu_memory_mib`` is the least memory each GPU must have (0: any).
+    ``gpu_models`` lists acceptable models (empty: any).
     """
 
     gpus: int = 1

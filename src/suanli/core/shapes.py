@@ -85,8 +85,9 @@ class ShapeTable:
         self.ids[key] = sid
         self._tasks[sid] = tasks
         self.need[sid] = need
-        self._allowed[sid] = self.view.model_ok(task.gpu_models)
-        self._n_constrained += bool(task.gpu_models)
+        allowed = self.view.task_ok(task)
+        self._allowed[sid] = allowed
+        self._n_constrained += not allowed.all()
         whole = task.gpus if task.gpus and task.gpu_milli >= MILLI else 0
         frac = task.gpus == 1 and task.gpu_milli < MILLI
         self._n_frac += frac

@@ -80,6 +80,8 @@ class ClusterView:
         gpu_mem = np.array(
             [nd.gpu_model.memory_mib if nd.gpu_model else 0 for nd in nodes], dtype=np.int64
         )
+        self.node_gpu_mem = gpu_mem
+        """Memory of each node's GPUs (0 without GPUs)."""
         self.gpu_exists = slot
         self.gpu_cap_mem = np.where(slot, gpu_mem[:, None], 0).astype(np.int64)
         self.gpu_free_milli = np.where(slot, MILLI, 0).astype(np.int64)
@@ -120,6 +122,7 @@ class ClusterView:
         self._undo: list[TaskPlacement] = []
         self._tracking = 0
         self._model_masks: dict[frozenset[str], np.ndarray] = {}
+        self._task_masks: dict[tuple[frozenset[str], int], np.ndarray] = {}
 
     # ---------------------------------------------------------------- feasibility
     def model_mask(self, models: frozenset[str]) -> np.ndarray:
@@ -141,6 +144,28 @@ class ClusterView:
             self._model_masks[models] = mask
         return mask
 
+    def task_ok(self, task: TaskRequest) -> np.ndarray:
+        """Nodes that could ever hold ``task``, healthy or not (read-only, cached).
+
+        The GPU model must be acceptable, and a whole-GPU task that states ``gpu_memory_mib``
+        needs GPUs with at least that much memory.
+        """
+        min_mem = task.gpu_memory_mib if task.gpus and task.gpu_milli >= MILLI else 0
+        if not min_mem:
+            return self.model_ok(task.gpu_models)
+        key = (task.gpu_models, min_mem)
+        mask = self._task_masks.get(key)
+        if mask is None:
+            mask = self.model_ok(task.gpu_models) & (self.node_gpu_mem >= min_mem)
+            mask.flags.writeable = False
+            self._task_masks[key] = mask
+        return mask
+
+    def task_mask(self, task: TaskRequest) -> np.ndarray:
+        """Healthy nodes that could hold ``task`` (see ``task_ok``)."""
+        ok = self.task_ok(task)
+        return ok if self.all_healthy else ok & self.healthy
+
     def fit_counts(self, task: TaskRequest, limit: int = 1 << 30) -> np.ndarray:
         """How many copies of ``task`` each node can take now, at most ``limit`` (int64, per node).
 
@@ -161,7 +186,7 @@ class ClusterView:
         if task.memory_mib:
             np.minimum(k, self.free_mem // task.memory_mib, out=k)
         np.minimum(k, limit, out=k)
-        k[~self.model_mask(task.gpu_models)] = 0
+        k[~self.task_mask(task)] = 0
         return k
 
     def feasible(self, task: TaskRequest) -> np.ndarray:
@@ -171,7 +196,7 @@ class ClusterView:
         is the hot path of single-task jobs.
         """
         if task.gpus == 0:
-            m = self.model_mask(task.gpu_models).copy()
+            m = self.task_mask(task).copy()
         else:
             if task.gpu_milli < MILLI:
                 per_gpu = self.gpu_free_milli >= task.gpu_milli
@@ -180,7 +205,7 @@ class ClusterView:
                 m = self._any_gpu(per_gpu)
             else:
                 m = self.node_full_free >= task.gpus
-            m &= self.model_mask(task.gpu_models)
+            m &= self.task_mask(task)
         if task.cpu_milli:
             m &= self.free_cpu >= task.cpu_milli
         if task.memory_mib:
