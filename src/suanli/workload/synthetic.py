@@ -49,16 +49,6 @@ from suanli.core.model import (
     TaskRequest,
 )
 
-__all__ = [
-    "PHILLY_RUNTIME",
-    "QuantileTable",
-    "RuntimeModel",
-    "WorkloadConfig",
-    "generate",
-    "offered_load",
-    "tenant_paths",
-]
-
 # --------------------------------------------------------------------------------------------
 # Calibrated constants. Each one names the trace file and how it was measured.
 # --------------------------------------------------------------------------------------------
