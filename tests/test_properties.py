@@ -277,11 +277,13 @@ def check_cycle(s, spec, decisions, running, placements, pol) -> None:  # type: 
     # The shape table's counts of every tracked shape are exact (the reference: fit_counts).
     table = s.table
     table.flush()
-    for sid in table.tracked[: len(table)].nonzero()[0]:
+    for sid in range(len(table)):
+        if not table.is_tracked(sid):
+            continue
         task, tasks, _ = table.keys[sid]
         expect = view.fit_counts(task, tasks)
-        assert (table.K[sid] == expect).all(), f"shape {sid}: stale per-node counts"
-        assert table.total[sid] == expect.sum(), f"shape {sid}: stale total"
+        assert (table.counts(sid) == expect).all(), f"shape {sid}: stale per-node counts"
+        assert table.total(sid) == expect.sum(), f"shape {sid}: stale total"
 
 
 # ------------------------------------------------------------------ properties

@@ -146,7 +146,7 @@ class Scheduler:
             if job_id not in self._tried:
                 return None
         sid = entry[1]
-        if not self.table.tracked[sid] or self.table.fits(sid):
+        if not self.table.is_tracked(sid) or self.table.fits(sid):
             return None
         return self._no_capacity(sid)
 
@@ -165,6 +165,7 @@ class Scheduler:
         self._wake()
         decisions: list[Decision] = []
         active = self._active
+        table = self.table
         while active:
             key, sid = heapq.heappop(active)
             shape = self._shapes[sid]
@@ -174,15 +175,15 @@ class Scheduler:
             if not shape.heap:
                 continue
             job = shape.heap[0][1]
+            if shape.skipped == job.id and table.is_tracked(sid) and not table.fits(sid):
+                continue  # known not to fit, and already told: out until it fits again
             decision = self._try(job, shape, rng)
+            decisions.append(decision)
             if type(decision) is Admit:
-                decisions.append(decision)
                 self._activate(shape)
-            elif shape.skipped != job.id:
-                # Out of the active heap until a node change makes the shape fit again. The
-                # Skip is news only the first time this head is found not to fit.
+            else:
+                # Out of the active heap until a node change makes the shape fit again.
                 shape.skipped = job.id
-                decisions.append(decision)
         return decisions
 
     def _cycle_strict(self, rng: np.random.Generator) -> list[Decision]:
@@ -207,11 +208,11 @@ class Scheduler:
         """
         table = self.table
         sid = shape.sid
-        if table.tracked[sid]:
+        if table.is_tracked(sid):
             if not table.fits(sid):
                 return Skip(job, self._no_capacity(sid))
             placement, reason, _ = place_job(
-                self.view, job, self.placement, rng, k=table.K[sid].astype(np.int64)
+                self.view, job, self.placement, rng, k=table.counts(sid)
             )
             if placement is None:
                 raise AssertionError(f"shape of job {job.id} fits but placement failed: {reason}")
@@ -243,10 +244,8 @@ class Scheduler:
             woken.clear()
 
     def _no_capacity(self, sid: int) -> NoCapacity:
-        row = self.table.K[sid]
-        return NoCapacity(
-            int(self.table.need[sid]), int(self.table.total[sid]), int(row.max(initial=0))
-        )
+        t = self.table
+        return NoCapacity(int(t.need[sid]), t.total(sid), int(t.counts(sid).max(initial=0)))
 
     def _activate(self, shape: _Shape) -> None:
         if not shape.heap:

@@ -44,11 +44,6 @@ class ShapeTable:
         self.ids: dict[ShapeKey, int] = {}
         cap = capacity
         self.need = np.zeros(cap, np.int64)
-        self.total = np.zeros(cap, np.int64)
-        self.tracked = np.zeros(cap, bool)
-        self.idle = np.zeros(cap, bool)  # tracked, but no job of the shape waits
-        self._n_idle = 0
-        self._n_tracked = 0
         self._tasks = np.zeros(cap)
         # 1 / demand per task (whole GPUs, CPU, memory, a fractional GPU's share and memory);
         # inf where the demand is 0.
@@ -59,14 +54,17 @@ class ShapeTable:
         self._inv_gmem = np.zeros(cap)
         self._n_frac = 0
         self._n_constrained = 0
+        self._gpu_slots = view.gpu_slots
         self._ones_gpu = np.ones(view.gpu_slots)
         self._allowed = np.zeros((cap, view.n_nodes), bool)
-        self.K = np.zeros((cap, view.n_nodes), np.int32)
+        self._pos: dict[int, int] = {}
+        self._cKT = np.zeros((view.n_nodes, 16))
+        self._ctotal = np.zeros(16)
         self._dirty: dict[int, None] = {}  # nodes changed since the last flush, in order
         self.began_to_fit: list[int] = []
         """Tracked shapes that went from not fitting to fitting (filled by ``flush``; the
         scheduler drains it)."""
-        self._compact()
+        self._set_columns(np.zeros(0, np.int64))
         view.listeners.append(self.node_changed)
 
     def __len__(self) -> int:
@@ -99,50 +97,74 @@ class ShapeTable:
         return sid
 
     # ---------------------------------------------------------------- tracking
+    # Tracked shapes live in columns 0..T-1 of node-major arrays: ``_cKT[node, column]`` is a
+    # count, ``_ctotal[column]`` a shape's total. A node's recount then reads and writes one
+    # contiguous row, with no gathers. ``_pos`` maps a shape id to its column.
+
     def track(self, sid: int, k: np.ndarray) -> None:
         """Start keeping shape ``sid``'s counts exact, from ``k``, its per-node counts now."""
-        self.K[sid] = k
-        self.total[sid] = int(np.count_nonzero(k)) if k.dtype == bool else int(k.sum())
-        if not self.tracked[sid]:
-            self.tracked[sid] = True
-            self._n_tracked += 1
-            self._compact()
+        pos = self._pos.get(sid)
+        if pos is None:
+            pos = len(self._ids)
+            if pos == self._cKT.shape[1]:
+                grown = np.zeros((self._cKT.shape[0], 2 * pos))
+                grown[:, :pos] = self._cKT
+                self._cKT = grown
+                self._ctotal = np.concatenate((self._ctotal, np.zeros(pos)))
+            self._pos[sid] = pos
+            self._set_columns(np.append(self._ids, sid), np.append(self._c_idle, False))
+        self._cKT[:, pos] = k
+        self._ctotal[pos] = np.count_nonzero(k) if k.dtype == bool else k.sum()
 
     def untrack_all(self) -> None:
         """Stop keeping any counts (nothing waits any more)."""
-        self.tracked[:] = False
-        self.idle[:] = False
-        self._n_tracked = self._n_idle = 0
+        self._pos.clear()
         self._dirty.clear()
-        self._compact()
+        self._set_columns(np.zeros(0, np.int64))
 
     def set_idle(self, sid: int, idle: bool) -> None:
         """Shape ``sid`` has no job waiting (``idle``) or has one again.
 
         Idle shapes are dropped from tracking in batches, once they are half of the tracked
-        ones: a shape empties and refills often on a busy queue, and rebuilding the tracked
-        set each time would cost more than counting an idle shape for a while.
+        ones: a shape empties and refills often on a busy queue, and rebuilding the columns
+        each time would cost more than counting an idle shape for a while.
         """
-        if not self.tracked[sid] or self.idle[sid] == idle:
+        pos = self._pos.get(sid)
+        if pos is None or self._c_idle[pos] == idle:
             return
-        self.idle[sid] = idle
+        self._c_idle[pos] = idle
         self._n_idle += 1 if idle else -1
-        if idle and 2 * self._n_idle > self._n_tracked:
-            self.tracked[self.idle] = False
-            self.idle[:] = False
-            self._n_tracked -= self._n_idle
-            self._n_idle = 0
-            self._compact()
+        if idle and 2 * self._n_idle > len(self._ids):
+            if self._dirty:
+                self.flush()
+            keep = (~self._c_idle).nonzero()[0]
+            self._cKT[:, : len(keep)] = self._cKT[:, keep]
+            self._ctotal[: len(keep)] = self._ctotal[keep]
+            ids = self._ids[keep]
+            self._pos = {int(s): i for i, s in enumerate(ids)}
+            self._set_columns(ids)
+
+    def is_tracked(self, sid: int) -> bool:
+        return sid in self._pos
 
     def waiting_tracked(self) -> bool:
         """Is any tracked shape waiting (not idle)? Only those can be woken by a recount."""
-        return self._n_tracked > self._n_idle
+        return len(self._ids) > self._n_idle
 
     def fits(self, sid: int) -> bool:
         """Can the cluster take the gang minimum of a tracked shape now?"""
         if self._dirty:
             self.flush()
-        return bool(self.total[sid] >= self.need[sid])
+        pos = self._pos[sid]
+        return bool(self._ctotal[pos] >= self._c_need[pos])
+
+    def counts(self, sid: int) -> np.ndarray:
+        """Per-node counts of a tracked shape (int64, a copy), exact after ``fits``."""
+        return self._cKT[:, self._pos[sid]].astype(np.int64)
+
+    def total(self, sid: int) -> int:
+        """Tasks of a tracked shape the whole cluster can take, exact after ``fits``."""
+        return int(self._ctotal[self._pos[sid]])
 
     def node_changed(self, n: int) -> None:
         """The view's listener: node ``n`` changed; it is recounted at the next ``flush``.
@@ -151,46 +173,61 @@ class ShapeTable:
         a release followed by an admission) into one recount. Nothing is tracked: nothing to do
         (``track`` takes a shape's whole row afresh).
         """
-        if self._n_tracked:
+        if self._pos:
             self._dirty[n] = None
 
     def flush(self) -> None:
         """Recount the changed nodes for the tracked shapes; note those that began to fit."""
-        ids = self._ids
+        t = len(self._ids)
+        total = self._ctotal[:t]
         need = self._c_need
         for n in self._dirty:
             col = self._counts_node(n)
-            before = self.total[ids]
-            after = before + (col - self.K[ids, n])
-            rose = (after >= need) & (before < need)
-            self.total[ids] = after
-            self.K[ids, n] = col
+            row = self._cKT[n, :t]
+            after = total + (col - row)
+            rose = (after >= need) & (total < need)
+            total[:] = after
+            row[:] = col
             if np.count_nonzero(rose):
-                self.began_to_fit.extend(ids[rose].tolist())
+                self.began_to_fit.extend(self._ids[rose].tolist())
         self._dirty.clear()
 
-    def _compact(self) -> None:
-        """Gather the tracked shapes' demands into contiguous arrays (when the set changes)."""
-        ids = self.tracked[: len(self.keys)].nonzero()[0]
+    def _set_columns(self, ids: np.ndarray, idle: np.ndarray | None = None) -> None:
+        """Make ``ids`` the tracked shapes, in column order, and gather their demands."""
         self._ids = ids
-        self._c_need = self.need[ids]
+        self._c_idle = np.zeros(len(ids), bool) if idle is None else idle
+        self._n_idle = int(np.count_nonzero(self._c_idle))
+        self._c_need = self.need[ids].astype(np.float64)
         self._c_tasks = self._tasks[ids]
-        self._c_inv3 = np.stack((self._inv_g[ids], self._inv_c[ids], self._inv_m[ids]), axis=1)
-        self._c_inv_milli = self._inv_milli[ids]
-        self._c_inv_gmem = self._inv_gmem[ids]
-        self._c_frac = bool(np.isfinite(self._c_inv_milli).any())
+        g = self._gpu_slots
+        inv = np.empty((len(ids), 3 + 2 * g))
+        inv[:, 0] = self._inv_g[ids]
+        inv[:, 1] = self._inv_c[ids]
+        inv[:, 2] = self._inv_m[ids]
+        inv[:, 3 : 3 + g] = self._inv_milli[ids][:, None]
+        inv[:, 3 + g :] = self._inv_gmem[ids][:, None]
+        self._c_inv = inv
+        self._c_frac = bool(np.isfinite(self._inv_milli[ids]).any())
         self._c_allowed = self._allowed[ids].T.copy() if self._n_constrained else None
 
     def _counts_node(self, n: int) -> np.ndarray:
-        """Fit counts of the tracked shapes on node ``n`` now (in ``_ids`` order)."""
+        """Fit counts of the tracked shapes on node ``n`` now (in ``_ids`` order).
+
+        One product of the tracked shapes' inverse demands (``_c_inv``, shapes × (3 + 2G)) with
+        the node's free capacity (whole GPUs, CPU, memory, then each GPU's free share and
+        memory), then the minimum over the node-level columns and, per GPU, over share and
+        memory, summed over GPUs.
+        """
         v = self.view
-        k = (self._c_inv3 * (v.node_free3[n] + 0.5)).min(axis=1)
+        free = np.concatenate((v.node_free3[n], v.gpu_free_milli[n], v.gpu_free_mem[n]))
+        free += 0.5
+        prod = self._c_inv * free
+        k = prod[:, :3].min(axis=1)
         if self._c_frac:
-            fm = np.multiply.outer(self._c_inv_milli, v.gpu_free_milli[n] + 0.5)
-            gm = np.multiply.outer(self._c_inv_gmem, v.gpu_free_mem[n] + 0.5)
-            np.minimum(fm, gm, out=fm)
-            np.floor(fm, out=fm)
-            np.minimum(k, fm.dot(self._ones_gpu), out=k)
+            g = self._gpu_slots
+            per_gpu = np.minimum(prod[:, 3 : 3 + g], prod[:, 3 + g :])
+            np.floor(per_gpu, out=per_gpu)
+            np.minimum(k, per_gpu.dot(self._ones_gpu), out=k)
         np.minimum(k, self._c_tasks, out=k)
         np.floor(k, out=k)
         if self._c_allowed is not None:
@@ -202,9 +239,6 @@ class ShapeTable:
     def _grow(self) -> None:
         for name in (
             "need",
-            "total",
-            "tracked",
-            "idle",
             "_tasks",
             "_inv_g",
             "_inv_c",
@@ -216,7 +250,7 @@ class ShapeTable:
             b = np.zeros(len(a) * 2, a.dtype)
             b[: len(a)] = a
             setattr(self, name, b)
-        for name in ("_allowed", "K"):
+        for name in ("_allowed",):
             a = getattr(self, name)
             b = np.zeros((a.shape[0] * 2, a.shape[1]), a.dtype)
             b[: a.shape[0]] = a
