@@ -181,16 +181,27 @@ class ShapeTable:
         t = len(self._ids)
         total = self._ctotal[:t]
         need = self._c_need
-        for n in self._dirty:
-            col = self._counts_node(n)
-            row = self._cKT[n, :t]
-            after = total + (col - row)
-            rose = (after >= need) & (total < need)
-            total[:] = after
-            row[:] = col
-            if np.count_nonzero(rose):
-                self.began_to_fit.extend(self._ids[rose].tolist())
+        if len(self._dirty) > 2:
+            # Many nodes at once (the tasks of a gang over several nodes): one 2-D pass.
+            nodes = np.fromiter(self._dirty, dtype=np.int64, count=len(self._dirty))
+            cols = self._counts_nodes(nodes)
+            after = total + (cols - self._cKT[nodes, :t]).sum(axis=0)
+            self._cKT[nodes, :t] = cols
+            self._note_rises(total, after, need)
+        else:
+            for n in self._dirty:
+                col = self._counts_node(n)
+                row = self._cKT[n, :t]
+                after = total + (col - row)
+                row[:] = col
+                self._note_rises(total, after, need)
         self._dirty.clear()
+
+    def _note_rises(self, total: np.ndarray, after: np.ndarray, need: np.ndarray) -> None:
+        rose = (after >= need) & (total < need)
+        total[:] = after
+        if np.count_nonzero(rose):
+            self.began_to_fit.extend(self._ids[rose].tolist())
 
     def _set_columns(self, ids: np.ndarray, idle: np.ndarray | None = None) -> None:
         """Make ``ids`` the tracked shapes, in column order, and gather their demands."""
@@ -209,6 +220,28 @@ class ShapeTable:
         self._c_inv = inv
         self._c_frac = bool(np.isfinite(self._inv_milli[ids]).any())
         self._c_allowed = self._allowed[ids].T.copy() if self._n_constrained else None
+
+    def _counts_nodes(self, nodes: np.ndarray) -> np.ndarray:
+        """``_counts_node`` for several nodes at once: a (nodes × tracked shapes) array."""
+        v = self.view
+        free = np.concatenate(
+            (v.node_free3[nodes], v.gpu_free_milli[nodes], v.gpu_free_mem[nodes]), axis=1
+        )
+        free += 0.5
+        prod = free[:, None, :] * self._c_inv[None, :, :]
+        k = prod[:, :, :3].min(axis=2)
+        if self._c_frac:
+            g = self._gpu_slots
+            per_gpu = np.minimum(prod[:, :, 3 : 3 + g], prod[:, :, 3 + g :])
+            np.floor(per_gpu, out=per_gpu)
+            np.minimum(k, per_gpu.sum(axis=2), out=k)
+        np.minimum(k, self._c_tasks, out=k)
+        np.floor(k, out=k)
+        if self._c_allowed is not None:
+            k *= self._c_allowed[nodes]
+        if not v.all_healthy:
+            k *= v.healthy[nodes][:, None]
+        return k
 
     def _counts_node(self, n: int) -> np.ndarray:
         """Fit counts of the tracked shapes on node ``n`` now (in ``_ids`` order).
