@@ -255,7 +255,8 @@ class ShapeTable:
         free = np.concatenate((v.node_free3[n], v.gpu_free_milli[n], v.gpu_free_mem[n]))
         free += 0.5
         prod = self._c_inv * free
-        k = prod[:, :3].min(axis=1)
+        k = np.minimum(prod[:, 0], prod[:, 1])
+        np.minimum(k, prod[:, 2], out=k)
         if self._c_frac:
             g = self._gpu_slots
             per_gpu = np.minimum(prod[:, 3 : 3 + g], prod[:, 3 + g :])

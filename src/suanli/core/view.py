@@ -121,6 +121,7 @@ class ClusterView:
         """Called with a node index after every change of that node's free capacity or health."""
         self._undo: list[TaskPlacement] = []
         self._tracking = 0
+        self._everywhere = np.ones(n, dtype=bool)  # the mask of "no constraint" (shared)
         self._model_masks: dict[frozenset[str], np.ndarray] = {}
         self._task_masks: dict[tuple[frozenset[str], int], np.ndarray] = {}
 
@@ -139,7 +140,7 @@ class ClusterView:
                 idx = [self.model_index[m] for m in models if m in self.model_index]
                 mask = np.isin(self.node_model, idx)
             else:
-                mask = np.ones(self.n_nodes, dtype=bool)
+                mask = self._everywhere
             mask.flags.writeable = False
             self._model_masks[models] = mask
         return mask
@@ -205,7 +206,9 @@ class ClusterView:
                 m = self._any_gpu(per_gpu)
             else:
                 m = self.node_full_free >= task.gpus
-            m &= self.task_mask(task)
+            ok = self.task_mask(task)
+            if ok is not self._everywhere:
+                m &= ok
         if task.cpu_milli:
             m &= self.free_cpu >= task.cpu_milli
         if task.memory_mib:
