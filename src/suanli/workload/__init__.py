@@ -1,17 +1,11 @@
 """Workloads: the built-in seeded synthetic generator (calibrated to public traces).
 
-See ``suanli.workload.synthetic`` and ``docs/workload.md``.
+See ``suanli.workload.synthetic`` (the generator), ``suanli.workload.calibration`` (the
+figures taken from the traces) and ``docs/workload.md``.
 """
 
-from suanli.workload.synthetic import (
-    PHILLY_RUNTIME,
-    QuantileTable,
-    RuntimeModel,
-    WorkloadConfig,
-    generate,
-    offered_load,
-    tenant_paths,
-)
+from suanli.workload.calibration import PHILLY_RUNTIME, QuantileTable, RuntimeModel
+from suanli.workload.synthetic import WorkloadConfig, generate, offered_load, tenant_paths
 
 __all__ = [
     "PHILLY_RUNTIME",
