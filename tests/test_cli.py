@@ -101,8 +101,12 @@ def test_simulate_out_writes_files(runner: CliRunner, tmp_path: Path) -> None:
     assert names == {
         "fifo_best-fit-jobs.csv",
         "fifo_best-fit-series.csv",
+        "fifo_best-fit-jobs.jsonl",
+        "fifo_best-fit-series.json",
         "fifo-strict_best-fit-jobs.csv",
         "fifo-strict_best-fit-series.csv",
+        "fifo-strict_best-fit-jobs.jsonl",
+        "fifo-strict_best-fit-series.json",
         "summary.json",
         "allocation.png",
     }
@@ -118,7 +122,7 @@ def test_simulate_json_with_out_keeps_stdout_pure(runner: CliRunner, tmp_path: P
     )
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)
-    assert "wrote 4 files" in result.stderr
+    assert "wrote 6 files" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -78,8 +78,12 @@ def test_write_results_files(tmp_path: Path) -> None:
         [
             "fifo_best-fit-jobs.csv",
             "fifo_best-fit-series.csv",
+            "fifo_best-fit-jobs.jsonl",
+            "fifo_best-fit-series.json",
             "fifo-strict_first-fit-jobs.csv",
             "fifo-strict_first-fit-series.csv",
+            "fifo-strict_first-fit-jobs.jsonl",
+            "fifo-strict_first-fit-series.json",
             "summary.json",
             "allocation.png",
         ]
@@ -100,6 +104,18 @@ def test_write_results_files(tmp_path: Path) -> None:
         "1",
     )
 
+    # The same records as JSON Lines: numbers as numbers, events that never happened as null.
+    lines = (out / "fifo_best-fit-jobs.jsonl").read_text().splitlines()
+    jobs = {d["id"]: d for d in map(json.loads, lines)}
+    assert len(jobs) == 3 and list(jobs["j1"]) == list(JOB_COLUMNS)
+    assert jobs["j1"]["finish"] == 100 and jobs["j2"]["wait"] == 99
+    assert jobs["j2"]["finish"] is None and jobs["j3"]["start"] is None
+    assert jobs["j3"]["pending_reason"].startswith("no capacity")
+    series = json.loads((out / "fifo_best-fit-series.json").read_text())
+    assert list(series) == list(SERIES_COLUMNS)
+    assert len({len(v) for v in series.values()}) == 1
+    assert len(series["t"]) == len(read_csv(out / "fifo_best-fit-series.csv")) - 1
+
     series = read_csv(out / "fifo_best-fit-series.csv")
     assert tuple(series[0]) == SERIES_COLUMNS
     assert len(series) == 1 + len(res[0].series.t)
@@ -113,6 +129,8 @@ def test_write_results_files(tmp_path: Path) -> None:
     assert first["files"] == {
         "jobs_csv": "fifo_best-fit-jobs.csv",
         "series_csv": "fifo_best-fit-series.csv",
+        "jobs_jsonl": "fifo_best-fit-jobs.jsonl",
+        "series_json": "fifo_best-fit-series.json",
     }
     assert {"gpu_allocation", "jct_s", "queueing_delay_s", "by_priority_class"} <= set(first)
 

@@ -226,7 +226,7 @@ def simulate_command(
             "--out",
             "-o",
             metavar="DIR",
-            help="Directory for per-job and time-series CSVs, summary.json and allocation.png.",
+            help="Directory for per-job and time-series CSV and JSON, summary.json and allocation.png.",
         ),
     ] = None,
     quiet: Annotated[

@@ -1,7 +1,8 @@
 """Simulation results out of the process: CSV, JSON and a PNG plot.
 
 ``write_results(results, out_dir)`` writes, for each result, ``<stem>-jobs.csv`` (one row per
-job) and ``<stem>-series.csv`` (the cluster state after each simulated instant), plus
+job) and ``<stem>-series.csv`` (the cluster state after each simulated instant), the same as
+JSON (``<stem>-jobs.jsonl``, one object per job and line; ``<stem>-series.json``), plus
 ``summary.json`` (every result's ``SimResult.summary()`` and the files written for it) and
 ``allocation.png`` (GPU allocation and pending jobs over time, one line per policy set).
 ``<stem>`` is the policy-set label made filename-safe (``fifo/strict+best-fit`` →
@@ -35,9 +36,13 @@ __all__ = [
     "render_json",
     "results_document",
     "safe_stem",
+    "job_columns",
+    "series_columns",
     "write_jobs_csv",
+    "write_jobs_jsonl",
     "write_results",
     "write_series_csv",
+    "write_series_json",
 ]
 
 JOB_COLUMNS = (
@@ -133,30 +138,56 @@ def _fmt_times(values: np.ndarray) -> list[str]:
     return ["" if v != v else (f"{v:.3f}".rstrip("0").rstrip(".") or "0") for v in values.tolist()]
 
 
-def write_jobs_csv(result: SimResult, path: Path) -> None:
-    """One row per job (columns ``JOB_COLUMNS``), in the simulator's submit order."""
+_TIME_COLUMNS = frozenset({"submit", "start", "finish", "wait", "jct", "t"})
+
+
+def job_columns(result: SimResult) -> dict[str, list[Any]]:
+    """Per-job records as columns (``JOB_COLUMNS``), in the simulator's submit order.
+
+    Times are float seconds, NaN where the event never happened; ``pending_reason`` is empty
+    for a job that is not left pending.
+    """
     rec = result.records
-    wait = rec.start - rec.submit
-    jct = rec.finish - rec.submit
-    reasons = [rec.reason.get(i, "") for i in range(len(rec.ids))]
-    columns = (
+    values = (
         rec.ids,
         result.job_tenant,
         result.job_class,
-        _fmt_times(rec.submit),
-        _fmt_times(rec.start),
-        _fmt_times(rec.finish),
-        _fmt_times(wait),
-        _fmt_times(jct),
+        rec.submit.tolist(),
+        rec.start.tolist(),
+        rec.finish.tolist(),
+        (rec.start - rec.submit).tolist(),
+        (rec.finish - rec.submit).tolist(),
         rec.tasks.tolist(),
         rec.gpu_milli.tolist(),
         rec.nodes.tolist(),
-        reasons,
+        [rec.reason.get(i, "") for i in range(len(rec.ids))],
     )
+    return dict(zip(JOB_COLUMNS, values, strict=True))
+
+
+def series_columns(result: SimResult) -> dict[str, list[Any]]:
+    """The cluster after each simulated instant (``SERIES_COLUMNS``); ratios in [0, 1]."""
+    s = result.series
+    values = (s.t.tolist(), s.allocation.tolist(), s.utilisation.tolist(), s.pending.tolist())
+    return dict(zip(SERIES_COLUMNS, values, strict=True))
+
+
+def _write_csv(columns: dict[str, list[Any]], path: Path) -> None:
+    cells = [
+        _fmt_times(np.asarray(v, dtype=np.float64))
+        if k in _TIME_COLUMNS
+        else ([f"{x:.6f}" for x in v] if k in ("gpu_allocation", "gpu_utilisation") else v)
+        for k, v in columns.items()
+    ]
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(JOB_COLUMNS)
-        w.writerows(zip(*columns, strict=True))
+        w.writerow(columns)
+        w.writerows(zip(*cells, strict=True))
+
+
+def write_jobs_csv(result: SimResult, path: Path) -> None:
+    """One row per job (columns ``JOB_COLUMNS``), in the simulator's submit order."""
+    _write_csv(job_columns(result), path)
 
 
 def write_series_csv(result: SimResult, path: Path) -> None:
@@ -164,13 +195,23 @@ def write_series_csv(result: SimResult, path: Path) -> None:
 
     Allocation and utilisation are shares of the cluster's GPU capacity in [0, 1].
     """
-    s = result.series
-    ratio = [f"{v:.6f}" for v in s.allocation.tolist()]
-    busy = [f"{v:.6f}" for v in s.utilisation.tolist()]
-    with path.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(SERIES_COLUMNS)
-        w.writerows(zip(_fmt_times(s.t), ratio, busy, s.pending.tolist(), strict=True))
+    _write_csv(series_columns(result), path)
+
+
+def write_jobs_jsonl(result: SimResult, path: Path) -> None:
+    """One JSON object per line and job (keys ``JOB_COLUMNS``); an event that never happened is null."""
+    columns = job_columns(result)
+    with path.open("w", encoding="utf-8") as f:
+        for row in zip(*columns.values(), strict=True):
+            f.write(json.dumps(_jsonable(dict(zip(columns, row, strict=True))), allow_nan=False))
+            f.write("\n")
+
+
+def write_series_json(result: SimResult, path: Path) -> None:
+    """The time series as one JSON object of equal-length arrays (keys ``SERIES_COLUMNS``)."""
+    path.write_text(
+        json.dumps(_jsonable(series_columns(result)), allow_nan=False) + "\n", encoding="utf-8"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,11 +315,18 @@ def write_results(
     written: list[Path] = []
     files: list[dict[str, str]] = []
     for result, stem in zip(results, file_stems(r.label for r in results), strict=True):
-        jobs_path, series_path = out / f"{stem}-jobs.csv", out / f"{stem}-series.csv"
-        write_jobs_csv(result, jobs_path)
-        write_series_csv(result, series_path)
-        written += [jobs_path, series_path]
-        files.append({"jobs_csv": jobs_path.name, "series_csv": series_path.name})
+        names = {
+            "jobs_csv": f"{stem}-jobs.csv",
+            "series_csv": f"{stem}-series.csv",
+            "jobs_jsonl": f"{stem}-jobs.jsonl",
+            "series_json": f"{stem}-series.json",
+        }
+        write_jobs_csv(result, out / names["jobs_csv"])
+        write_series_csv(result, out / names["series_csv"])
+        write_jobs_jsonl(result, out / names["jobs_jsonl"])
+        write_series_json(result, out / names["series_json"])
+        written += [out / n for n in names.values()]
+        files.append(names)
     doc = results_document(results, meta)
     for entry, names in zip(doc["results"], files, strict=True):
         entry["files"] = names
