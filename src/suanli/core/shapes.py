@@ -3,15 +3,15 @@
 A *shape* is everything about a job that decides whether it fits: its task request, its task
 count and its gang minimum. Jobs of one shape fit or fail together.
 
-For every *tracked* shape (one whose job failed to fit since the queue was last empty) the table keeps ``K[shape, node]``, how many
-of its tasks the node can take now, and ``total[shape]``, their sum over the cluster. A count on
-a node depends only on that node, so the table listens to the cluster view and recounts one
-column, for all shapes at once, whenever a node changes (an allocation, a release, a change of
-health; recounts are deferred to the next look and each changed node is recounted once). A
-shape fits exactly when ``total >= need``, so the scheduler never tries a job that
-cannot fit, never rescans waiting jobs, and reads a job's per-node counts instead of computing
-them. The cost moves to the node changes: one small vectorised expression each, and nothing at
-all while no shape is tracked (an empty queue).
+For every *tracked* shape (one whose job failed to fit since the queue was last empty) the
+table keeps how many of its tasks each node can take now (``counts``) and their sum over the
+cluster (``total``). A count on a node depends only on that node, so the table listens to the
+cluster view and recounts a changed node for all tracked shapes at once (an allocation, a
+release, a change of health; recounts wait for the next look, so each changed node is
+recounted once). A shape fits exactly when ``total >= need``, so the scheduler never tries a
+job that cannot fit, never rescans waiting jobs, and reads a job's per-node counts instead of
+computing them. The cost moves to the node changes: one small vectorised expression each, and
+nothing at all while no shape is tracked (an empty queue).
 
 Counting uses ``floor((free + 0.5) × (1 / demand))``: equal to ``free // demand`` for integers
 (the half keeps a margin of ``0.5 / demand`` from both neighbouring integers, far above float
@@ -52,7 +52,6 @@ class ShapeTable:
         self._inv_m = np.zeros(cap)
         self._inv_milli = np.zeros(cap)
         self._inv_gmem = np.zeros(cap)
-        self._n_frac = 0
         self._n_constrained = 0
         self._gpu_slots = view.gpu_slots
         self._ones_gpu = np.ones(view.gpu_slots)
@@ -88,7 +87,6 @@ class ShapeTable:
         self._n_constrained += not allowed.all()
         whole = task.gpus if task.gpus and task.gpu_milli >= MILLI else 0
         frac = task.gpus == 1 and task.gpu_milli < MILLI
-        self._n_frac += frac
         self._inv_g[sid] = _inv(whole)
         self._inv_c[sid] = _inv(task.cpu_milli)
         self._inv_m[sid] = _inv(task.memory_mib)
