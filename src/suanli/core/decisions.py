@@ -22,6 +22,8 @@ class JobPlacement:
 
     @classmethod
     def of(cls, tasks: tuple[TaskPlacement, ...]) -> JobPlacement:
+        if len(tasks) == 1:
+            return cls(tasks, tasks[0].gpu_milli * len(tasks[0].gpus))
         return cls(tasks, sum(t.gpu_milli * len(t.gpus) for t in tasks))
 
     @property

@@ -216,6 +216,7 @@ class ShapeTable:
         inv[:, 3 : 3 + g] = self._inv_milli[ids][:, None]
         inv[:, 3 + g :] = self._inv_gmem[ids][:, None]
         self._c_inv = inv
+        self._c_inv3 = inv[:, :3].copy()
         self._c_frac = bool(np.isfinite(self._inv_milli[ids]).any())
         self._c_allowed = self._allowed[ids].T.copy() if self._n_constrained else None
 
@@ -250,9 +251,12 @@ class ShapeTable:
         memory, summed over GPUs.
         """
         v = self.view
-        free = np.concatenate((v.node_free3[n], v.gpu_free_milli[n], v.gpu_free_mem[n]))
-        free += 0.5
-        prod = self._c_inv * free
+        if self._c_frac:
+            free = np.concatenate((v.node_free3[n], v.gpu_free_milli[n], v.gpu_free_mem[n]))
+            free += 0.5
+            prod = self._c_inv * free
+        else:  # no fractional shape tracked: the node-level columns are all it takes
+            prod = self._c_inv3 * (v.node_free3[n] + 0.5)
         k = np.minimum(prod[:, 0], prod[:, 1])
         np.minimum(k, prod[:, 2], out=k)
         if self._c_frac:

@@ -1,7 +1,7 @@
 """The trace-driven, event-driven simulator: the policy core on a simulated clock.
 
 Events are arrivals (from the submit-sorted job list), finishes (a heap keyed
-``(time, kind, sequence)``) and, with a cycle interval, scheduler ticks. All events at one
+``(time, sequence)``) and, with a cycle interval, scheduler ticks. All events at one
 instant are applied (finishes before arrivals), then one scheduling cycle runs and its
 decisions are applied: an ``Admit`` starts the job now and schedules its finish. The same
 seed gives the same decisions, event for event.
@@ -28,8 +28,6 @@ from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
 from suanli.core.view import ClusterView
 from suanli.sim.results import JobRecords, SimResult, summarise
-
-_FINISH, _ARRIVAL, _TICK = 0, 1, 2
 
 
 class ImpossibleJobError(SpecError):
@@ -150,7 +148,7 @@ def _run(
     held_milli = [0] * n
     used_nodes = [0] * n
     running: dict[int, JobPlacement] = {}
-    finish_heap: list[tuple[float, int, int, int]] = []
+    finish_heap: list[tuple[float, int, int]] = []  # (time, sequence, job index)
     seq = 0
     busy_milli = 0.0
 
@@ -177,7 +175,7 @@ def _run(
             break
         # Finishes first, then arrivals: capacity freed at t is visible to jobs arriving at t.
         while finish_heap and finish_heap[0][0] == t:
-            i = heapq.heappop(finish_heap)[3]
+            i = heapq.heappop(finish_heap)[2]
             p = running.pop(i)
             sched.release(p)
             finish[i] = t
@@ -214,7 +212,7 @@ def _run(
                     busy_milli += p.gpu_milli * util[i]
                     seq += 1
                     duration = job.runtime * job.tasks / placed / speed
-                    heapq.heappush(finish_heap, (t + duration, _FINISH, seq, i))
+                    heapq.heappush(finish_heap, (t + duration, seq, i))
         s_t.append(t)
         s_alloc.append(view.allocated_milli)
         s_busy.append(busy_milli)
