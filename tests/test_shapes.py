@@ -44,7 +44,7 @@ def test_counts_one_node_and_many_nodes_agree_with_fit_counts(request_, tasks) -
     table.track(sid, view.fit_counts(request_, tasks))
     col = table._ids.tolist().index(sid)
     expect = view.fit_counts(request_, tasks)
-    one = np.array([table._counts_node(n)[col] for n in range(view.n_nodes)])
+    one = np.array([table._counts_nodes(slice(n, n + 1))[0, col] for n in range(view.n_nodes)])
     many = table._counts_nodes(np.arange(view.n_nodes))[:, col]
     assert one.tolist() == expect.tolist()
     assert many.tolist() == expect.tolist()
@@ -60,7 +60,7 @@ def test_many_changed_nodes_are_recounted_exactly() -> None:
     for p in gang:
         view.allocate(p)
     assert not table.fits(sid) and table.total(sid) == 0
-    for p in gang:  # six nodes change before the next look: one pass over all of them
+    for p in gang:  # six nodes change before the next look: all recounted then
         view.release(p)
     assert table.fits(sid) and table.total(sid) == 6
     assert sid in table.began_to_fit

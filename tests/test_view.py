@@ -341,7 +341,8 @@ def test_view_layout() -> None:
     assert view.node_speed.tolist() == [1.0, 2.0, 1.0]
     assert view.node_rack.tolist() == [0, 0, 1]
     assert view.node_domain[0] == view.node_domain[1] != view.node_domain[2]
-    assert np.array_equal(view.model_mask(frozenset({"A100"})), [False, True, False])
+    a100_only = TaskRequest(gpu_models=frozenset({"A100"}))
+    assert np.array_equal(view.task_mask(a100_only), [False, True, False])
 
 
 @pytest.mark.parametrize(

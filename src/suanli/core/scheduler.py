@@ -54,7 +54,7 @@ class _Shape:
     sid: int
     heap: list[tuple[Any, Job]] = field(default_factory=list)
     active_key: Any = None  # key of the entry in the active heap, if any
-    skipped: str | None = None  # the head job last reported as not fitting
+    skipped: str | None = None  # the head job last tried and found not to fit
 
 
 class Scheduler:
@@ -79,7 +79,6 @@ class Scheduler:
         self._pending: dict[str, tuple[Any, int]] = {}  # job id -> (key, shape id)
         self._active: list[tuple[Any, int]] = []  # heads of shapes worth trying, by key
         self._all: list[tuple[Any, Job]] = []  # strict mode: every pending job, by key
-        self._tried: set[str] = set()  # strict mode: heads that were tried and did not fit
 
     # ---------------------------------------------------------------- queue
     def __len__(self) -> int:
@@ -120,7 +119,6 @@ class Scheduler:
         if self.strict:
             self._all = [e for e in self._all if e[1].id != job_id]
             heapq.heapify(self._all)
-            self._tried.discard(job_id)
         if was_head and shape.active_key == entry[0]:
             # Its entry in the active heap carries the removed job's key: re-enter the shape
             # under its new head's key (the old entry turns stale and is skipped).
@@ -142,8 +140,9 @@ class Scheduler:
             head = self._head()
             if head is not None and head.id != job_id:
                 # Only a head that has been tried and failed blocks the line.
-                return HeadOfLine(head.id) if head.id in self._tried else None
-            if job_id not in self._tried:
+                head_shape = self._shapes[self._pending[head.id][1]]
+                return HeadOfLine(head.id) if head_shape.skipped == head.id else None
+            if self._shapes[entry[1]].skipped != job_id:
                 return None
         sid = entry[1]
         if not self.table.is_tracked(sid) or self.table.fits(sid):
@@ -190,13 +189,13 @@ class Scheduler:
         self.table.began_to_fit.clear()  # strict mode looks at its head only (fits() flushes)
         decisions: list[Decision] = []
         while (job := self._head()) is not None:
-            decision = self._try(job, self._shapes[self._pending[job.id][1]], rng)
+            shape = self._shapes[self._pending[job.id][1]]
+            decision = self._try(job, shape, rng)
             decisions.append(decision)
             if type(decision) is Skip:
-                self._tried.add(job.id)
+                shape.skipped = job.id
                 break
             heapq.heappop(self._all)
-            self._tried.discard(job.id)
         return decisions
 
     def _try(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision:
@@ -245,7 +244,7 @@ class Scheduler:
 
     def _no_capacity(self, sid: int) -> NoCapacity:
         t = self.table
-        return NoCapacity(int(t.need[sid]), t.total(sid), int(t.counts(sid).max(initial=0)))
+        return NoCapacity(int(t.need[sid]), t.total(sid), t.largest(sid))
 
     def _activate(self, shape: _Shape) -> None:
         if not shape.heap:

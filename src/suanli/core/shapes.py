@@ -52,10 +52,9 @@ class ShapeTable:
         self._inv_m = np.zeros(cap)
         self._inv_milli = np.zeros(cap)
         self._inv_gmem = np.zeros(cap)
-        self._n_constrained = 0
         self._gpu_slots = view.gpu_slots
         self._ones_gpu = np.ones(view.gpu_slots)
-        self._allowed = np.zeros((cap, view.n_nodes), bool)
+        self._constrained = np.zeros(cap, bool)  # some node can never hold the shape
         self._pos: dict[int, int] = {}
         self._cKT = np.zeros((view.n_nodes, 16))
         self._ctotal = np.zeros(16)
@@ -82,9 +81,7 @@ class ShapeTable:
         self.ids[key] = sid
         self._tasks[sid] = tasks
         self.need[sid] = need
-        allowed = self.view.task_ok(task)
-        self._allowed[sid] = allowed
-        self._n_constrained += not allowed.all()
+        self._constrained[sid] = not self.view.task_ok(task).all()
         whole = task.gpus if task.gpus and task.gpu_milli >= MILLI else 0
         frac = task.gpus == 1 and task.gpu_milli < MILLI
         self._inv_g[sid] = _inv(whole)
@@ -133,8 +130,7 @@ class ShapeTable:
         self._c_idle[pos] = idle
         self._n_idle += 1 if idle else -1
         if idle and 2 * self._n_idle > len(self._ids):
-            if self._dirty:
-                self.flush()
+            # Pending recounts stay pending: they apply to the kept columns as they are.
             keep = (~self._c_idle).nonzero()[0]
             self._cKT[:, : len(keep)] = self._cKT[:, keep]
             self._ctotal[: len(keep)] = self._ctotal[keep]
@@ -160,6 +156,10 @@ class ShapeTable:
         """Per-node counts of a tracked shape (int64, a copy), exact after ``fits``."""
         return self._cKT[:, self._pos[sid]].astype(np.int64)
 
+    def largest(self, sid: int) -> int:
+        """The most tasks of a tracked shape any one node can take, exact after ``fits``."""
+        return int(self._cKT[:, self._pos[sid]].max(initial=0))
+
     def total(self, sid: int) -> int:
         """Tasks of a tracked shape the whole cluster can take, exact after ``fits``."""
         return int(self._ctotal[self._pos[sid]])
@@ -179,20 +179,12 @@ class ShapeTable:
         t = len(self._ids)
         total = self._ctotal[:t]
         need = self._c_need
-        if len(self._dirty) > 2:
-            # Many nodes at once (the tasks of a gang over several nodes): one 2-D pass.
-            nodes = np.fromiter(self._dirty, dtype=np.int64, count=len(self._dirty))
-            cols = self._counts_nodes(nodes)
-            after = total + (cols - self._cKT[nodes, :t]).sum(axis=0)
-            self._cKT[nodes, :t] = cols
+        for n in self._dirty:
+            col = self._counts_nodes(slice(n, n + 1))[0]
+            row = self._cKT[n, :t]
+            after = total + (col - row)
+            row[:] = col
             self._note_rises(total, after, need)
-        else:
-            for n in self._dirty:
-                col = self._counts_node(n)
-                row = self._cKT[n, :t]
-                after = total + (col - row)
-                row[:] = col
-                self._note_rises(total, after, need)
         self._dirty.clear()
 
     def _note_rises(self, total: np.ndarray, after: np.ndarray, need: np.ndarray) -> None:
@@ -218,22 +210,36 @@ class ShapeTable:
         self._c_inv = inv
         self._c_inv3 = inv[:, :3].copy()
         self._c_frac = bool(np.isfinite(self._inv_milli[ids]).any())
-        self._c_allowed = self._allowed[ids].T.copy() if self._n_constrained else None
-
-    def _counts_nodes(self, nodes: np.ndarray) -> np.ndarray:
-        """``_counts_node`` for several nodes at once: a (nodes × tracked shapes) array."""
-        v = self.view
-        free = np.concatenate(
-            (v.node_free3[nodes], v.gpu_free_milli[nodes], v.gpu_free_mem[nodes]), axis=1
+        self._c_allowed = (
+            np.stack([self.view.task_ok(self.keys[s][0]) for s in ids], axis=1)
+            if self._constrained[ids].any()
+            else None
         )
-        free += 0.5
-        prod = free[:, None, :] * self._c_inv[None, :, :]
-        k = prod[:, :, :3].min(axis=2)
+
+    def _counts_nodes(self, nodes: slice | np.ndarray) -> np.ndarray:
+        """Fit counts of the tracked shapes on ``nodes`` now: (nodes × tracked shapes), floats.
+
+        One product of the nodes' free capacity (whole GPUs, CPU, memory, then each GPU's free
+        share and memory) with the tracked shapes' inverse demands (``_c_inv``), then the
+        minimum over the node-level columns and, per GPU, over share and memory, summed over
+        GPUs. Without a fractional shape tracked, the node-level columns are all it takes. A
+        slice of one node reads the arrays without copying them: the recount's common case.
+        """
+        v = self.view
+        if self._c_frac:
+            free = 0.5 + np.concatenate(
+                (v.node_free3[nodes], v.gpu_free_milli[nodes], v.gpu_free_mem[nodes]), axis=1
+            )
+            prod = free[:, None, :] * self._c_inv
+        else:
+            prod = (v.node_free3[nodes] + 0.5)[:, None, :] * self._c_inv3
+        k = np.minimum(prod[..., 0], prod[..., 1])
+        np.minimum(k, prod[..., 2], out=k)
         if self._c_frac:
             g = self._gpu_slots
-            per_gpu = np.minimum(prod[:, :, 3 : 3 + g], prod[:, :, 3 + g :])
+            per_gpu = np.minimum(prod[..., 3 : 3 + g], prod[..., 3 + g :])
             np.floor(per_gpu, out=per_gpu)
-            np.minimum(k, per_gpu.sum(axis=2), out=k)
+            np.minimum(k, per_gpu @ self._ones_gpu, out=k)
         np.minimum(k, self._c_tasks, out=k)
         np.floor(k, out=k)
         if self._c_allowed is not None:
@@ -241,36 +247,6 @@ class ShapeTable:
         if not v.all_healthy:
             k *= v.healthy[nodes][:, None]
         return k
-
-    def _counts_node(self, n: int) -> np.ndarray:
-        """Fit counts of the tracked shapes on node ``n`` now (in ``_ids`` order).
-
-        One product of the tracked shapes' inverse demands (``_c_inv``, shapes × (3 + 2G)) with
-        the node's free capacity (whole GPUs, CPU, memory, then each GPU's free share and
-        memory), then the minimum over the node-level columns and, per GPU, over share and
-        memory, summed over GPUs.
-        """
-        v = self.view
-        if self._c_frac:
-            free = np.concatenate((v.node_free3[n], v.gpu_free_milli[n], v.gpu_free_mem[n]))
-            free += 0.5
-            prod = self._c_inv * free
-        else:  # no fractional shape tracked: the node-level columns are all it takes
-            prod = self._c_inv3 * (v.node_free3[n] + 0.5)
-        k = np.minimum(prod[:, 0], prod[:, 1])
-        np.minimum(k, prod[:, 2], out=k)
-        if self._c_frac:
-            g = self._gpu_slots
-            per_gpu = np.minimum(prod[:, 3 : 3 + g], prod[:, 3 + g :])
-            np.floor(per_gpu, out=per_gpu)
-            np.minimum(k, per_gpu.dot(self._ones_gpu), out=k)
-        np.minimum(k, self._c_tasks, out=k)
-        np.floor(k, out=k)
-        if self._c_allowed is not None:
-            k *= self._c_allowed[n]
-        if not v.healthy[n]:
-            k *= 0
-        return k  # whole numbers, as floats
 
     def _grow(self) -> None:
         for name in (
@@ -281,13 +257,9 @@ class ShapeTable:
             "_inv_m",
             "_inv_milli",
             "_inv_gmem",
+            "_constrained",
         ):
             a = getattr(self, name)
             b = np.zeros(len(a) * 2, a.dtype)
             b[: len(a)] = a
-            setattr(self, name, b)
-        for name in ("_allowed",):
-            a = getattr(self, name)
-            b = np.zeros((a.shape[0] * 2, a.shape[1]), a.dtype)
-            b[: a.shape[0]] = a
             setattr(self, name, b)

@@ -126,12 +126,6 @@ class ClusterView:
         self._task_masks: dict[tuple[frozenset[str], int], np.ndarray] = {}
 
     # ---------------------------------------------------------------- feasibility
-    def model_mask(self, models: frozenset[str]) -> np.ndarray:
-        """Healthy nodes whose GPU model is acceptable (any healthy node when ``models`` is empty)."""
-        if self.all_healthy:
-            return self.model_ok(models)
-        return self.model_ok(models) & self.healthy
-
     def model_ok(self, models: frozenset[str]) -> np.ndarray:
         """Nodes whose GPU model is acceptable, healthy or not (read-only, cached)."""
         mask = self._model_masks.get(models)
