@@ -139,6 +139,7 @@ def _fmt_times(values: np.ndarray) -> list[str]:
 
 
 _TIME_COLUMNS = frozenset({"submit", "start", "finish", "wait", "jct", "t"})
+_RATIO_COLUMNS = frozenset({"gpu_allocation", "gpu_utilisation"})
 
 
 def job_columns(result: SimResult) -> dict[str, list[Any]]:
@@ -176,7 +177,7 @@ def _write_csv(columns: dict[str, list[Any]], path: Path) -> None:
     cells = [
         _fmt_times(np.asarray(v, dtype=np.float64))
         if k in _TIME_COLUMNS
-        else ([f"{x:.6f}" for x in v] if k in ("gpu_allocation", "gpu_utilisation") else v)
+        else ([f"{x:.6f}" for x in v] if k in _RATIO_COLUMNS else v)
         for k, v in columns.items()
     ]
     with path.open("w", newline="", encoding="utf-8") as f:
