@@ -24,7 +24,20 @@ CPU = 64_000
 MEM = 512_000
 
 QUEUE_ORDERS = ("fifo", "priority", "sjf", "smallest-first")
-PLACEMENTS = ("first-fit", "best-fit", "worst-fit", "random", "dot-product", "packing")
+PLACEMENTS = (
+    "first-fit",
+    "best-fit",
+    "worst-fit",
+    "random",
+    "dot-product",
+    "packing",
+    "fgd",
+    "fgd-dotprod",
+    "fgd-bestfit",
+    "fgd-packing",
+    "fgd-clustering",
+    "frag-balance",
+)
 
 
 def node(

@@ -21,11 +21,18 @@ from typer.core import TyperGroup
 
 from suanli.core.model import SpecError
 from suanli.core.registry import UnknownPolicyError
+from suanli.traces.errors import TraceFormatError, TraceNotFoundError, UnknownTraceError
 
 USAGE_EXIT = 2
 PROG = "suanli"
 
-USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, UnknownPolicyError)
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    SpecError,
+    UnknownPolicyError,
+    TraceFormatError,
+    TraceNotFoundError,
+    UnknownTraceError,
+)
 """Exceptions that mean the input was wrong (``ImpossibleJobError`` is a ``SpecError``)."""
 
 

@@ -1,4 +1,4 @@
-"""The ``suanli`` app: ``suanli policies``, ``suanli simulate``.
+"""The ``suanli`` app: ``suanli policies``, ``suanli simulate``, ``suanli bench fgd``.
 
 Console script: ``suanli = "suanli.cli.main:main"``; also ``python -m suanli.cli.main``.
 Bad input exits with code 2 and one line on stderr (see ``suanli.cli.errors``).
@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 import suanli
+from suanli.cli.bench import bench_app
 from suanli.cli.errors import OneLineErrors
 from suanli.cli.policies import policies_command
 from suanli.cli.simulate import simulate_command
@@ -26,6 +27,7 @@ app = typer.Typer(
 )
 app.command("policies")(policies_command)
 app.command("simulate")(simulate_command)
+app.add_typer(bench_app)
 
 
 def _version(value: bool) -> None:

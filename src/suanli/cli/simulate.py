@@ -1,12 +1,17 @@
-"""``suanli simulate``: one synthetic workload, several policy sets, compared side by side.
+"""``suanli simulate``: one workload, several policy sets, compared side by side.
+
+The workload is synthetic (``--jobs``, ``--load``) or a public trace (``--trace philly``,
+``--trace openb:gpushare40``, a CSV path; ``suanli.traces``), which then also brings its own
+machine list as the default cluster.
 
 Flow: check the options, load the cluster, resolve the policy sets in the registry (all of
-this before any work, so bad input fails fast), generate the workload once, simulate it under
-each policy set, then print a table (or JSON) and optionally write files (``--out``).
+this before any work, so bad input fails fast), generate or read the workload once, simulate
+it under each policy set, then print a table (or JSON) and optionally write files (``--out``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -24,9 +29,10 @@ from suanli.cli.table import results_table
 from suanli.config.cluster import load_cluster
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.registry import create
-from suanli.sim.engine import PolicySet, simulate
+from suanli.sim.engine import PolicySet, check_feasible, simulate
 from suanli.sim.export import render_json, write_results
 from suanli.sim.results import SimResult
+from suanli.traces import LoadedTrace, resolve_trace
 from suanli.workload.synthetic import WorkloadConfig, generate
 
 DEFAULT_CLUSTER = "64x8xH100"
@@ -85,22 +91,35 @@ def run_meta(
     load: float,
     cycle_interval: float,
     until: float | None,
+    trace: LoadedTrace | None = None,
+    time_scale: float = 1.0,
 ) -> dict[str, Any]:
     """What was run, for the JSON output and summary.json."""
+    workload: dict[str, Any] = {
+        "kind": "synthetic",
+        "jobs": jobs,
+        "seed": seed,
+        "target_load": load,
+        "speed_weighted_load": True,
+        "load_window": True,
+    }
+    if trace is not None:
+        workload = {
+            "kind": "trace",
+            "trace": trace.spec,
+            "files": [str(f) for f in trace.files],
+            "source": trace.source,
+            "jobs": len(trace.jobs),
+            "rows_skipped": trace.skipped.rows_skipped if trace.skipped else 0,
+            "time_scale": time_scale,
+        }
     return {
         "suanli_version": suanli.__version__,
         "cluster": cluster.name,
         "nodes": len(cluster.nodes),
         "gpus": cluster.total_gpus,
         "gpu_models": [m.name for m in cluster.gpu_models],
-        "workload": {
-            "kind": "synthetic",
-            "jobs": jobs,
-            "seed": seed,
-            "target_load": load,
-            "speed_weighted_load": True,
-            "load_window": True,
-        },
+        "workload": workload,
         "seed": seed,
         "cycle_interval": cycle_interval,
         "until": until,
@@ -118,6 +137,13 @@ def generate_workload(
         return generate(config, cluster)
     finally:
         progress.remove_task(task)
+
+
+def scale_arrivals(jobs: Sequence[Job], factor: float) -> list[Job]:
+    """``jobs`` with every submit time multiplied by ``factor`` (the same jobs if 1)."""
+    if factor == 1.0:
+        return list(jobs)
+    return [dataclasses.replace(j, submit=j.submit * factor) for j in jobs]
 
 
 def run_all(
@@ -177,15 +203,50 @@ def progress_bars(console: Console, enabled: bool) -> Iterator[Progress | None]:
 
 def simulate_command(
     cluster: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--cluster",
             "-c",
             metavar="SPEC",
             help="Short form (64x8xH100, 32x8xH100+16x4xA100[rack=16], "
-            "18x4xGB200[nvlink=72,cpu=144,mem=2T]) or a .yaml/.yml file.",
+            "18x4xGB200[nvlink=72,cpu=144,mem=2T]) or a .yaml/.yml file "
+            f"(default: {DEFAULT_CLUSTER}, or the trace's own machines with --trace).",
         ),
-    ] = DEFAULT_CLUSTER,
+    ] = None,
+    trace: Annotated[
+        str | None,
+        typer.Option(
+            "--trace",
+            "-t",
+            metavar="TRACE",
+            help="Replay a public trace instead of a synthetic workload: philly, "
+            "openb[:default|cpu050|gpushare40], itp:cluster01..10, azure-llm:code|conv, or a "
+            "CSV path (docs/traces.md).",
+        ),
+    ] = None,
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace-dir",
+            metavar="DIR",
+            help="Folder of the public traces (default: $SUANLI_TRACE_DIR, else ../shared/traces).",
+        ),
+    ] = None,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            "--time-scale",
+            help="Multiply the trace's arrival times by this (0.5 = twice the demand per hour); "
+            "runtimes are kept.",
+        ),
+    ] = 1.0,
+    skip_bad_rows: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad-rows",
+            help="Skip malformed trace rows (counted and reported) instead of failing.",
+        ),
+    ] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-n", help="Synthetic jobs to generate.")] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the workload and the policies.")] = 0,
     load: Annotated[
@@ -235,18 +296,34 @@ def simulate_command(
 ) -> None:
     """Replay a synthetic workload under several policy sets and compare them side by side."""
     check_options(jobs, seed, load, cycle_interval, until)
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        fail(f"--time-scale: must be a number > 0 (got {time_scale:g})")
+    if time_scale != 1.0 and trace is None:
+        fail("--time-scale: only with --trace (a synthetic workload has --load)")
     if out is not None:
         try:  # fail before the work, not after it
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             fail(f"--out {out}: cannot create the directory: {e.strerror or e}")
+    loaded: LoadedTrace | None = None
     with user_errors():
-        spec = load_cluster(cluster)
+        err = Console(stderr=True, highlight=False)
+        if trace is not None:
+            loaded = resolve_trace(trace, trace_dir, skip_bad_rows=skip_bad_rows)
+            if loaded.skipped and loaded.skipped.rows_skipped and not as_json:
+                err.print(f"{trace}: {loaded.skipped}", markup=False)
+        if cluster is None and loaded is not None:
+            spec = loaded.cluster
+        else:
+            spec = load_cluster(cluster or DEFAULT_CLUSTER)
         policies = resolve_policies(policy or DEFAULT_POLICIES)
         config = WorkloadConfig(jobs=jobs, seed=seed, target_load=load)
-        err = Console(stderr=True, highlight=False)
         with progress_bars(err, not (quiet or as_json) and err.is_terminal) as bars:
-            workload = generate_workload(config, spec, bars)
+            if loaded is not None:
+                workload = scale_arrivals(loaded.jobs, time_scale)
+                check_feasible(spec, workload)
+            else:
+                workload = generate_workload(config, spec, bars)
             results = run_all(
                 spec,
                 workload,
@@ -256,17 +333,24 @@ def simulate_command(
                 until=until,
                 progress=bars,
             )
-    meta = run_meta(spec, jobs, seed, load, cycle_interval, until)
+    meta = run_meta(spec, jobs, seed, load, cycle_interval, until, loaded, time_scale)
     if as_json:
         sys.stdout.write(render_json(results, meta))
     else:
         console = Console(highlight=False)
         if not console.is_terminal:
             console = Console(highlight=False, width=NON_TTY_WIDTH)
-        title = (
-            f"{spec.name}: {describe_cluster(spec)} · {jobs:,} synthetic jobs, "
-            f"seed {seed}, offered load {load:g}"
-        )
+        if loaded is not None:
+            scaled = f", arrivals × {time_scale:g}" if time_scale != 1.0 else ""
+            title = (
+                f"{spec.name}: {describe_cluster(spec)} · trace {loaded.spec}: "
+                f"{len(workload):,} jobs{scaled}, seed {seed}"
+            )
+        else:
+            title = (
+                f"{spec.name}: {describe_cluster(spec)} · {jobs:,} synthetic jobs, "
+                f"seed {seed}, offered load {load:g}"
+            )
         console.print(title, markup=False)
         console.print(results_table(results))
         if not quiet:

@@ -89,6 +89,7 @@ class Scheduler:
         if job.id in self._pending:
             raise ValueError(f"job {job.id} is already pending")
         key = self.order.key(job, self.ctx)
+        self.placement.observe(job)
         sid = self.table.id_of((job.task, job.tasks, job.min_tasks))
         if sid == len(self._shapes):
             self._shapes.append(_Shape(sid))

@@ -59,6 +59,9 @@ class Placement:
         """Scores for placing ``count`` copies of ``task`` on each of ``nodes``; lower wins."""
         raise NotImplementedError
 
+    def observe(self, job: Job) -> None:
+        """A job was submitted (a placement that learns the workload counts it; default: no-op)."""
+
     def pick_gpus(
         self, view: ClusterView, node: int, task: TaskRequest, rng: np.random.Generator
     ) -> np.ndarray:

@@ -119,6 +119,8 @@ class ClusterView:
         """Milli-GPU allocated over the whole cluster (kept current by allocate/release)."""
         self.listeners: list[Callable[[int], None]] = []
         """Called with a node index after every change of that node's free capacity or health."""
+        self.task_listeners: list[Callable[[TaskPlacement, int], None]] = []
+        """Called with each placement allocated (+1) or released (-1), after the node listeners."""
         self._undo: list[TaskPlacement] = []
         self._tracking = 0
         self._everywhere = np.ones(n, dtype=bool)  # the mask of "no constraint" (shared)
@@ -288,6 +290,8 @@ class ClusterView:
         self.free_cpu[n] -= p.cpu_milli
         self.free_mem[n] -= p.memory_mib
         self._node_changed(n)
+        for task_listener in self.task_listeners:
+            task_listener(p, 1)
         if self._tracking:
             self._undo.append(p)
 
@@ -324,6 +328,8 @@ class ClusterView:
         self.free_cpu[n] += p.cpu_milli
         self.free_mem[n] += p.memory_mib
         self._node_changed(n)
+        for task_listener in self.task_listeners:
+            task_listener(p, -1)
 
     def _node_changed(self, n: int) -> None:
         f3 = self.node_free3

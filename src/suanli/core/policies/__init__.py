@@ -3,8 +3,11 @@
 from suanli.core.policies import (  # noqa: F401
     best_fit,
     dot_product,
+    fgd,
+    fgd_baselines,
     fifo,
     first_fit,
+    frag_balance,
     packing,
     priority,
     random_fit,

@@ -1,0 +1,265 @@
+"""The FGD replay protocol (Weng et al., USENIX ATC'23) on the openb traces.
+
+Protocol (as the FGD artifact runs it, ``../shared/traces/README.md``):
+
+1. The cluster is openb's GPU node list (1,213 nodes, 6,212 GPUs: the artifact copies
+   ``openb_node_list_gpu_node`` next to every pod list, so CPU-only pods share the GPU
+   nodes). The pod list is shuffled with the run's seed (``order="shuffle"``: the artifact's
+   run script passes ``--shuffle-pod=true``) or read in trace order (``order="trace"``).
+2. "Tune 1.3": pods drawn uniformly at random, with replacement, from the original list are
+   appended until the next one would take the total GPU request past 1.3 × the cluster's GPU
+   capacity.
+3. Pods arrive one by one and never leave; each is placed by the policy on the core's
+   ``ClusterView`` (``gang.place_job``, the code the simulator runs) or, if no node fits it,
+   counted as failed and skipped.
+4. At X% arrived load (the moment the GPU requests that have arrived first reach X% of the
+   capacity; for 130%, the end of the tuned list, which stops just short of it) it records
+   the allocated share of GPU capacity, the unallocated share (100 − allocated) and the
+   fragmentation of the cluster with respect to the target workload, as a share of capacity.
+
+The target workload of FGD (and of the fragmentation read-out) is built from the original pod
+list, before tuning, as in the paper. Every random choice (shuffle, tuning, policy) comes from
+one ``numpy`` generator seeded with the run's seed.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from suanli.core.frag import TargetWorkload, fragmentation
+from suanli.core.gang import place_job
+from suanli.core.model import MILLI, ClusterSpec, Job, TaskRequest
+from suanli.core.registry import create
+from suanli.core.seams import Placement
+from suanli.core.view import ClusterView
+from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
+
+PAPER_POLICIES: dict[str, str] = {
+    "Random": "random",
+    "DotProd": "fgd-dotprod",
+    "GpuClustering": "fgd-clustering",
+    "GpuPacking": "fgd-packing",
+    "BestFit": "fgd-bestfit",
+    "FGD": "fgd",
+}
+"""The paper's six policies and the placements that implement them."""
+
+WORKLOADS = ("default", "cpu050", "gpushare40", "multigpu20")
+"""The openb pod lists with published results (``openb_pod_list_<name>.csv``)."""
+
+TUNE_RATIO = 1.3
+LOAD_POINTS = (1.0, 1.3)
+CURVE_GRID = np.round(np.arange(0.0, 1.3001, 0.01), 2)
+"""Arrived-load points (share of capacity) at which each run's allocation curve is sampled."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """An openb pod list ready to replay: its tasks, cluster and target workload."""
+
+    name: str
+    cluster: ClusterSpec
+    tasks: tuple[TaskRequest, ...]
+    demand: np.ndarray
+    target: TargetWorkload
+
+    @property
+    def capacity_milli(self) -> int:
+        return self.cluster.total_gpus * MILLI
+
+
+def pod_tasks(pods: OpenbPods) -> tuple[TaskRequest, ...]:
+    """One task request per pod; equal requests are one object (policy caches key on them)."""
+    interned: dict[TaskRequest, TaskRequest] = {}
+    out = []
+    for cpu, mem, n, milli, spec in zip(
+        pods.cpu_milli.tolist(),
+        pods.memory_mib.tolist(),
+        pods.num_gpu.tolist(),
+        pods.gpu_milli.tolist(),
+        pods.gpu_spec,
+        strict=True,
+    ):
+        if n == 0:
+            t = TaskRequest(gpus=0, cpu_milli=cpu, memory_mib=mem, gpu_models=spec)
+        else:
+            t = TaskRequest(gpus=n, gpu_milli=milli, cpu_milli=cpu, memory_mib=mem, gpu_models=spec)
+        out.append(interned.setdefault(t, t))
+    return tuple(out)
+
+
+def load_workload(trace_dir: Path, name: str, nodes: str = "gpu_node") -> Workload:
+    """``openb_pod_list_<name>.csv`` (or a path to any pod list) on the openb node list."""
+    path = Path(name)
+    if not path.suffix:
+        path = trace_dir / "openb" / f"openb_pod_list_{name}.csv"
+    cluster = load_openb_nodes(trace_dir / "openb" / f"openb_node_list_{nodes}.csv")
+    pods = load_openb_pods(path)
+    tasks = pod_tasks(pods)
+    demand = np.where(pods.num_gpu > 0, pods.num_gpu * pods.gpu_milli, 0).astype(np.int64)
+    label = path.stem.removeprefix("openb_pod_list_")
+    return Workload(label, cluster, tasks, demand, TargetWorkload.from_tasks(tasks))
+
+
+def arrival_order(
+    demand: np.ndarray, capacity_milli: int, rng: np.random.Generator, order: str = "shuffle"
+) -> np.ndarray:
+    """Indices of the pods in arrival order: the list (shuffled or not), then the tuned copies."""
+    n = len(demand)
+    if order == "shuffle":
+        base = rng.permutation(n)
+    elif order == "trace":
+        base = np.arange(n)
+    else:
+        raise ValueError(f"order must be 'trace' or 'shuffle', got {order!r}")
+    total = int(demand.sum())
+    limit = TUNE_RATIO * capacity_milli
+    extra: list[int] = []
+    # Draw in blocks (same stream as one draw at a time); stop before passing the limit.
+    while True:
+        block = rng.integers(0, n, size=1024)
+        for i in block.tolist():
+            d = int(demand[i])
+            if total + d > limit:
+                return np.concatenate((base, np.array(extra, dtype=np.int64)))
+            total += d
+            extra.append(i)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One replay of one pod list with one policy and seed."""
+
+    workload: str
+    policy: str
+    seed: int
+    pods: int
+    failed: int
+    alloc_pct: tuple[float, ...]
+    """Allocated share of GPU capacity (%) at each of ``LOAD_POINTS``."""
+    frag_pct: tuple[float, ...]
+    """Fragmentation w.r.t. the target workload (% of capacity) at each of ``LOAD_POINTS``."""
+    curve: tuple[float, ...]
+    """Allocated share (%) at each point of ``CURVE_GRID`` of arrived load."""
+    wall_s: float
+
+    @property
+    def unalloc_pct(self) -> tuple[float, ...]:
+        return tuple(100.0 - a for a in self.alloc_pct)
+
+
+def replay(
+    work: Workload,
+    policy: str,
+    seed: int,
+    order: str = "shuffle",
+    placement: Placement | None = None,
+) -> RunResult:
+    """Run the protocol once (``policy`` is a paper name or a ``placement`` registry name)."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    cap = work.capacity_milli
+    seq = arrival_order(work.demand, cap, rng, order)
+    view = ClusterView(work.cluster)
+    if placement is None:
+        placement = create("placement", PAPER_POLICIES.get(policy, policy))
+    if hasattr(placement, "set_target"):
+        placement.set_target(work.target)
+    access = work.target.access(tuple(m.name for m in view.models))
+    model_col = view.node_model + 1
+
+    marks = [p * cap for p in LOAD_POINTS]
+    grid = CURVE_GRID * cap
+    curve = np.zeros(len(grid))
+    gi = 0
+    alloc: list[float] = []
+    frag: list[float] = []
+    arrived = 0
+    failed = 0
+    tasks = work.tasks
+    demand = work.demand.tolist()
+    for i in seq.tolist():
+        job = Job(str(i), 0.0, 1.0, tasks[i])
+        jp, _, _ = place_job(view, job, placement, rng)
+        if jp is None:
+            failed += 1
+        arrived += demand[i]
+        while gi < len(grid) and arrived >= grid[gi]:
+            curve[gi] = view.allocated_milli
+            gi += 1
+        while len(alloc) < len(marks) and arrived >= marks[len(alloc)]:
+            alloc.append(view.allocated_milli)
+            frag.append(
+                float(
+                    fragmentation(
+                        view.gpu_free_milli,
+                        view.free_cpu,
+                        view.free_mem,
+                        model_col,
+                        work.target,
+                        access,
+                    ).sum()
+                )
+            )
+    curve[gi:] = view.allocated_milli
+    while len(alloc) < len(marks):  # the tuned list ends just short of its last mark
+        alloc.append(view.allocated_milli)
+        frag.append(
+            float(
+                fragmentation(
+                    view.gpu_free_milli,
+                    view.free_cpu,
+                    view.free_mem,
+                    model_col,
+                    work.target,
+                    access,
+                ).sum()
+            )
+        )
+    return RunResult(
+        workload=work.name,
+        policy=policy,
+        seed=seed,
+        pods=len(seq),
+        failed=failed,
+        alloc_pct=tuple(100.0 * a / cap for a in alloc),
+        frag_pct=tuple(100.0 * f / cap for f in frag),
+        curve=tuple((100.0 * curve / cap).tolist()),
+        wall_s=time.perf_counter() - t0,
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_workload(trace_dir: str, name: str) -> Workload:
+    return load_workload(Path(trace_dir), name)
+
+
+def run_one(args: tuple[str, str, str, int, str]) -> RunResult:
+    """One run in a worker process: (trace dir, workload, policy, seed, order)."""
+    trace_dir, name, policy, seed, order = args
+    return replay(_cached_workload(trace_dir, name), policy, seed, order)
+
+
+def sweep(
+    trace_dir: Path,
+    workloads: Sequence[str],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    order: str = "shuffle",
+    workers: int = 2,
+) -> list[RunResult]:
+    """Every (workload, policy, seed) run, on ``workers`` processes (1: in this process)."""
+    jobs = [(str(trace_dir), w, p, s, order) for w in workloads for p in policies for s in seeds]
+    if workers <= 1:
+        return [run_one(j) for j in jobs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        # Runs of one workload go to the same worker where possible (trace loaded once).
+        return list(pool.map(run_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))))

@@ -1,0 +1,166 @@
+"""``suanli bench fgd``: the FGD paper's replay protocol on the openb pod lists.
+
+Every (pod list, policy, seed) is one replay (``suanli.bench.fgd``); replays run on all CPU
+cores by default. The table shows medians over the seeds, beside the published medians when
+the FGD authors' results file is found (``<trace dir>/openb/`` or ``--published``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from suanli.bench.fgd import PAPER_POLICIES, WORKLOADS, load_workload, sweep
+from suanli.bench.report import (
+    PUBLISHED_FILE,
+    SummaryRow,
+    load_published,
+    summarise,
+    to_json,
+    write_outputs,
+)
+from suanli.cli.errors import fail, user_errors
+from suanli.core.registry import create
+from suanli.traces import find_trace_dir
+
+DEFAULT_POLICIES = (*PAPER_POLICIES, "frag-balance")
+
+bench_app = typer.Typer(
+    name="bench",
+    help="Reproducible benchmarks against published results.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``42-51`` or ``42,43,50`` (or a mix) as a sorted list of distinct seeds."""
+    seeds: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if hi < lo:
+                    raise ValueError
+                seeds.update(range(lo, hi + 1))
+            elif part:
+                seeds.add(int(part))
+        except ValueError:
+            fail(f"--seeds: expected numbers or ranges like 42-51, got {part!r}")
+    if not seeds or min(seeds) < 0:
+        fail(f"--seeds: need at least one seed >= 0, got {text!r}")
+    return sorted(seeds)
+
+
+def _split(values: list[str]) -> list[str]:
+    return list(dict.fromkeys(v.strip() for item in values for v in item.split(",") if v.strip()))
+
+
+@bench_app.command("fgd")
+def fgd_command(
+    pods: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pods",
+            help="openb pod lists: names (default, cpu050, gpushare40, multigpu20) or CSV "
+            "paths; repeat or separate by commas. Default: the four with published results.",
+        ),
+    ] = None,
+    policies: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policies",
+            help="Paper names (Random, DotProd, GpuClustering, GpuPacking, BestFit, FGD) or "
+            "placement names (e.g. frag-balance). Default: the paper's six and frag-balance.",
+        ),
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="Seeds, e.g. 42-51 or 42,43.")] = "42-51",
+    order: Annotated[
+        str, typer.Option(help="Pod order: shuffle (per seed, as the paper's runs) or trace.")
+    ] = "shuffle",
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of the public traces (default: $SUANLI_TRACE_DIR or ../shared/traces)."
+        ),  # fmt: skip
+    ] = None,
+    published: Annotated[
+        Path | None,
+        typer.Option(help=f"Published medians CSV (default: <trace dir>/openb/{PUBLISHED_FILE})."),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option(help="Processes to run replays on (default: every CPU core).")
+    ] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write runs.csv, summary.csv, summary.json and allocation.png here."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Replay openb pod lists under the FGD paper's protocol; compare with its results."""
+    with user_errors():
+        if order not in ("shuffle", "trace"):
+            fail(f"--order: expected shuffle or trace, got {order!r}")
+        if workers < 0:
+            fail(f"--workers: must be >= 0 (got {workers})")
+        seed_list = parse_seeds(seeds)
+        root = find_trace_dir(trace_dir)
+        pod_lists = _split(pods or list(WORKLOADS))
+        policy_list = _split(policies or list(DEFAULT_POLICIES))
+        for p in policy_list:
+            create("placement", PAPER_POLICIES.get(p, p))
+        labels = [load_workload(root, name).name for name in pod_lists]  # fails fast on files
+        pub_path = published or root / "openb" / PUBLISHED_FILE
+        pub = load_published(pub_path) if pub_path.is_file() else None
+        if published is not None and pub is None:
+            fail(f"--published: no such file {published}")
+        n = workers or os.cpu_count() or 1
+        t0 = time.perf_counter()
+        runs = sweep(root, pod_lists, policy_list, seed_list, order=order, workers=n)
+        wall = time.perf_counter() - t0
+        rows = summarise(runs, pub)
+        if json_out:
+            typer.echo(to_json(rows))
+        else:
+            console = Console(width=None if sys.stdout.isatty() else 160)
+            console.print(_table(rows, pub is not None))
+            console.print(
+                f"{len(runs)} replays ({', '.join(labels)} × {len(policy_list)} policies × "
+                f"{len(seed_list)} seeds, order {order}) in {wall:.1f} s on {n} process(es)"
+            )
+        if out is not None:
+            for path in write_outputs(out, runs, rows):
+                typer.echo(f"wrote {path}", err=json_out)
+
+
+def _table(rows: list[SummaryRow], with_published: bool) -> Table:
+    t = Table(title="FGD replay: medians over seeds (% of GPU capacity)")
+    for col in ("pod list", "policy", "alloc@100", "unalloc@100"):
+        t.add_column(col, justify="left" if col in ("pod list", "policy") else "right")
+    if with_published:
+        t.add_column("published", justify="right")
+        t.add_column("Δ", justify="right")
+    for col in ("alloc@130", "unalloc@130", "frag@100", "frag@130", "s/replay"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        cells = [r.workload, r.policy, f"{r.alloc100:.2f}", f"{r.unalloc100:.2f}"]
+        if with_published:
+            p = r.published
+            cells += (
+                [f"{p['unalloc100']:.2f}", f"{r.unalloc100 - p['unalloc100']:+.2f}"]
+                if p
+                else ["", ""]
+            )
+        cells += [f"{r.alloc130:.2f}", f"{r.unalloc130:.2f}", f"{r.frag100:.2f}", f"{r.frag130:.2f}",
+                  f"{r.wall_s:.2f}"]  # fmt: skip
+        t.add_row(*cells)
+    return t

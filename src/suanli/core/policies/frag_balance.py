@@ -1,0 +1,93 @@
+"""placement/frag-balance: fragmentation growth plus GPU stranded by CPU and memory.
+
+suanli's own placement for GPU-sharing clusters (docs/fgd.md explains and measures it).
+
+FGD (``placement/fgd``) asks, one task ahead, whether the node could still take each shape of
+the expected workload. What it cannot see is the slow drain that strands GPUs several tasks
+later: a node whose free GPUs outlast its free CPU or memory. On the openb traces that is
+where most of FGD's unallocated capacity sits at full load (GPUs free on nodes with no CPU or
+memory left), so this policy adds a second, balance term:
+
+    stranded(node) = free_gpu - min(free_gpu, free_cpu / cpu_per_gpu, free_mem / mem_per_gpu)
+
+where ``cpu_per_gpu`` and ``mem_per_gpu`` are the target workload's own mean CPU and memory per
+milli-GPU (over its GPU shapes, weighted by popularity). A task goes where
+
+    growth = (fragmentation growth) + balance × (stranded growth)
+
+is least. Growths are compared on the paper scheduler's integer scale
+(``int(sigmoid(-growth / 1000) * 100)``: about 40 milli-GPU per point near zero), and among
+near-equal choices the tightest node wins (least free capacity left, as ``best-fit``): a
+deliberate consolidation that keeps other nodes whole. Nothing here depends on a trace: the
+ratios come from the target workload, which is learned from submitted jobs unless given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from suanli.core.frag import TargetWorkload
+from suanli.core.policies.fgd import FragmentationGrowth
+from suanli.core.registry import register
+from suanli.core.seams import remaining_after
+from suanli.core.view import ClusterView
+
+BALANCE = 1.0
+"""Weight of the stranded-GPU growth against the fragmentation growth (both milli-GPU)."""
+SCALE = 500.0
+"""Growths are compared as ``int(100 * sigmoid(-growth / SCALE))`` points."""
+HOLES = 1.0
+"""Weight of the growth of expected waste in shared GPUs' leftover shares (milli-GPU)."""
+
+
+def stranded(
+    free_gpu: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray, cpu_per: float, mem_per: float
+) -> np.ndarray:
+    """Free milli-GPU a node cannot use for want of CPU or memory, at the given ratios."""
+    usable = free_gpu
+    if cpu_per > 0:
+        usable = np.minimum(usable, free_cpu / cpu_per)
+    if mem_per > 0:
+        usable = np.minimum(usable, free_mem / mem_per)
+    return free_gpu - np.maximum(usable, 0.0)
+
+
+@register("placement", "frag-balance")
+class FragBalance(FragmentationGrowth):
+    """suanli: least growth of fragmentation plus GPUs stranded by CPU/memory; tightest node among near-equals."""
+
+    def __init__(
+        self, target: TargetWorkload | None = None, balance: float = BALANCE, holes: float = HOLES
+    ) -> None:
+        super().__init__(target)
+        self.balance = balance
+        self.hole_weight = holes
+        self._ratios: tuple[float, float] | None = None
+
+    def _target_changed(self) -> None:
+        super()._target_changed()
+        self._ratios = None
+
+    def score(self, view: ClusterView, task, count, nodes, rng):  # type: ignore[no-untyped-def]
+        growth = self.growth(view, task).delta[nodes]
+        if self._ratios is None:
+            assert self.target is not None  # set by growth()
+            self._ratios = self.target.gpu_ratios()
+        cpu_per, mem_per = self._ratios
+        gpu = view.node_free_milli[nodes].astype(np.float64)
+        cpu = view.free_cpu[nodes].astype(np.float64)
+        mem = view.free_mem[nodes].astype(np.float64)
+        before = stranded(gpu, cpu, mem, cpu_per, mem_per)
+        take = count * (task.gpu_share_milli if task.gpus else 0)
+        after = stranded(
+            gpu - take,
+            cpu - count * task.cpu_milli,
+            mem - count * task.memory_mib,
+            cpu_per,
+            mem_per,
+        )
+        x = growth + self.balance * (after - before)
+        points = np.trunc(100.0 / (1.0 + np.exp(x / SCALE)))
+        # Points first; among equal points the node left with the least free capacity.
+        left = remaining_after(view, task, count, nodes)
+        return -points * 1e9 + left
