@@ -37,17 +37,19 @@ def busy_view() -> ClusterView:
 
 
 @pytest.mark.parametrize("request_, tasks", SHAPES)
-def test_counts_one_node_and_many_nodes_agree_with_fit_counts(request_, tasks) -> None:
+def test_recount_from_scratch_agrees_with_fit_counts(request_, tasks) -> None:
     view = busy_view()
     table = ShapeTable(view)
+    other = table.id_of((frac(250, 1_000), 2, 2))  # a second column, fractional
+    table.track(other, np.zeros(view.n_nodes, np.int64))
     sid = table.id_of((request_, tasks, tasks))
-    table.track(sid, view.fit_counts(request_, tasks))
-    col = table._ids.tolist().index(sid)
-    expect = view.fit_counts(request_, tasks)
-    one = np.array([table._counts_nodes(slice(n, n + 1))[0, col] for n in range(view.n_nodes)])
-    many = table._counts_nodes(np.arange(view.n_nodes))[:, col]
-    assert one.tolist() == expect.tolist()
-    assert many.tolist() == expect.tolist()
+    table.track(sid, np.zeros(view.n_nodes, np.int64))  # wrong on purpose: zero everywhere
+    for n in range(view.n_nodes):
+        table.node_changed(n)
+    table.flush()
+    assert table.counts(sid).tolist() == view.fit_counts(request_, tasks).tolist()
+    assert table.counts(other).tolist() == view.fit_counts(frac(250, 1_000), 2).tolist()
+    assert table.total(sid) == int(view.fit_counts(request_, tasks).sum())
 
 
 def test_many_changed_nodes_are_recounted_exactly() -> None:

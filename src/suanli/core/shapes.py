@@ -10,8 +10,9 @@ cluster view and recounts a changed node for all tracked shapes at once (an allo
 release, a change of health; recounts wait for the next look, so each changed node is
 recounted once). A shape fits exactly when ``total >= need``, so the scheduler never tries a
 job that cannot fit, never rescans waiting jobs, and reads a job's per-node counts instead of
-computing them. The cost moves to the node changes: one small vectorised expression each, and
-nothing at all while no shape is tracked (an empty queue).
+computing them. The cost moves to the node changes: a compiled loop (Numba) over the changed
+nodes and the tracked shapes, a few hundred floating-point operations per node, and nothing at
+all while no shape is tracked (an empty queue).
 
 Counting uses ``floor((free + 0.5) × (1 / demand))``: equal to ``free // demand`` for integers
 (the half keeps a margin of ``0.5 / demand`` from both neighbouring integers, far above float
@@ -23,6 +24,7 @@ tests hold this to.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from suanli.core.model import MILLI, TaskRequest
 from suanli.core.view import ClusterView
@@ -33,6 +35,55 @@ ShapeKey = tuple[TaskRequest, int, int]
 
 def _inv(demand: int) -> float:
     return 1.0 / demand if demand else np.inf
+
+
+_NO_MASK = np.ones((1, 1), dtype=np.bool_)
+
+
+@njit(cache=True, nogil=True)
+def _recount(  # type: ignore[no-untyped-def]
+    dirty, free3, free_milli, free_gmem, healthy, all_healthy,
+    inv, frac, tasks, allowed, constrained, counts, total, need, t,
+):  # fmt: skip
+    """Recount ``dirty`` nodes (in order) for tracked columns ``0..t-1``, in place.
+
+    A count is the minimum over the node-level demands (whole GPUs, CPU, memory: columns 0–2 of
+    ``inv``) and, with a fractional shape tracked (``frac``), the sum over GPUs of each GPU's
+    own count (share and memory: columns ``3..3+G`` and ``3+G..``), capped at the shape's task
+    count and floored; zero where the shape may never run or the node is unhealthy. Updates
+    ``counts`` rows and ``total`` node by node and returns, in that order, the columns whose
+    total went from below ``need`` to at least it.
+    """
+    g_slots = free_milli.shape[1]
+    rose = np.empty(dirty.shape[0] * t, dtype=np.int64)
+    n_rose = 0
+    for i in range(dirty.shape[0]):
+        n = dirty[i]
+        f0 = free3[n, 0] + 0.5
+        f1 = free3[n, 1] + 0.5
+        f2 = free3[n, 2] + 0.5
+        ok = all_healthy or healthy[n]
+        for c in range(t):
+            k = min(f0 * inv[c, 0], f1 * inv[c, 1], f2 * inv[c, 2])
+            if frac:
+                s = 0.0
+                for g in range(g_slots):
+                    s += np.floor(
+                        min((free_milli[n, g] + 0.5) * inv[c, 3 + g],
+                            (free_gmem[n, g] + 0.5) * inv[c, 3 + g_slots + g])
+                    )  # fmt: skip
+                k = min(k, s)
+            k = np.floor(min(k, tasks[c]))
+            if (constrained and not allowed[n, c]) or not ok:
+                k = 0.0
+            before = total[c]
+            after = before + (k - counts[n, c])
+            counts[n, c] = k
+            total[c] = after
+            if after >= need[c] and before < need[c]:
+                rose[n_rose] = c
+                n_rose += 1
+    return rose[:n_rose]
 
 
 class ShapeTable:
@@ -53,7 +104,6 @@ class ShapeTable:
         self._inv_milli = np.zeros(cap)
         self._inv_gmem = np.zeros(cap)
         self._gpu_slots = view.gpu_slots
-        self._ones_gpu = np.ones(view.gpu_slots)
         self._constrained = np.zeros(cap, bool)  # some node can never hold the shape
         self._pos: dict[int, int] = {}
         self._cKT = np.zeros((view.n_nodes, 16))
@@ -177,21 +227,19 @@ class ShapeTable:
     def flush(self) -> None:
         """Recount the changed nodes for the tracked shapes; note those that began to fit."""
         t = len(self._ids)
-        total = self._ctotal[:t]
-        need = self._c_need
-        for n in self._dirty:
-            col = self._counts_nodes(slice(n, n + 1))[0]
-            row = self._cKT[n, :t]
-            after = total + (col - row)
-            row[:] = col
-            self._note_rises(total, after, need)
+        if t and self._dirty:
+            v = self.view
+            allowed = self._c_allowed
+            rose = _recount(
+                np.fromiter(self._dirty, np.int64, len(self._dirty)),
+                v.node_free3, v.gpu_free_milli, v.gpu_free_mem, v.healthy, v.all_healthy,
+                self._c_inv, self._c_frac, self._c_tasks,
+                _NO_MASK if allowed is None else allowed, allowed is not None,
+                self._cKT, self._ctotal, self._c_need, t,
+            )  # fmt: skip
+            if len(rose):
+                self.began_to_fit.extend(self._ids[rose].tolist())
         self._dirty.clear()
-
-    def _note_rises(self, total: np.ndarray, after: np.ndarray, need: np.ndarray) -> None:
-        rose = (after >= need) & (total < need)
-        total[:] = after
-        if np.count_nonzero(rose):
-            self.began_to_fit.extend(self._ids[rose].tolist())
 
     def _set_columns(self, ids: np.ndarray, idle: np.ndarray | None = None) -> None:
         """Make ``ids`` the tracked shapes, in column order, and gather their demands."""
@@ -208,45 +256,12 @@ class ShapeTable:
         inv[:, 3 : 3 + g] = self._inv_milli[ids][:, None]
         inv[:, 3 + g :] = self._inv_gmem[ids][:, None]
         self._c_inv = inv
-        self._c_inv3 = inv[:, :3].copy()
         self._c_frac = bool(np.isfinite(self._inv_milli[ids]).any())
         self._c_allowed = (
             np.stack([self.view.task_ok(self.keys[s][0]) for s in ids], axis=1)
             if self._constrained[ids].any()
             else None
         )
-
-    def _counts_nodes(self, nodes: slice | np.ndarray) -> np.ndarray:
-        """Fit counts of the tracked shapes on ``nodes`` now: (nodes × tracked shapes), floats.
-
-        One product of the nodes' free capacity (whole GPUs, CPU, memory, then each GPU's free
-        share and memory) with the tracked shapes' inverse demands (``_c_inv``), then the
-        minimum over the node-level columns and, per GPU, over share and memory, summed over
-        GPUs. Without a fractional shape tracked, the node-level columns are all it takes. A
-        slice of one node reads the arrays without copying them: the recount's common case.
-        """
-        v = self.view
-        if self._c_frac:
-            free = 0.5 + np.concatenate(
-                (v.node_free3[nodes], v.gpu_free_milli[nodes], v.gpu_free_mem[nodes]), axis=1
-            )
-            prod = free[:, None, :] * self._c_inv
-        else:
-            prod = (v.node_free3[nodes] + 0.5)[:, None, :] * self._c_inv3
-        k = np.minimum(prod[..., 0], prod[..., 1])
-        np.minimum(k, prod[..., 2], out=k)
-        if self._c_frac:
-            g = self._gpu_slots
-            per_gpu = np.minimum(prod[..., 3 : 3 + g], prod[..., 3 + g :])
-            np.floor(per_gpu, out=per_gpu)
-            np.minimum(k, per_gpu @ self._ones_gpu, out=k)
-        np.minimum(k, self._c_tasks, out=k)
-        np.floor(k, out=k)
-        if self._c_allowed is not None:
-            k *= self._c_allowed[nodes]
-        if not v.all_healthy:
-            k *= v.healthy[nodes][:, None]
-        return k
 
     def _grow(self) -> None:
         for name in (
