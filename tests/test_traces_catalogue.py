@@ -11,6 +11,7 @@ from suanli.traces import (
     ENV_VAR,
     TraceFormatError,
     TraceNotFoundError,
+    TraceUseError,
     UnknownTraceError,
     cluster_names,
     file_kind,
@@ -172,7 +173,7 @@ def test_resolve_trace_errors(mini: Path) -> None:
         resolve_trace("openb:multigpu20", mini)
     with pytest.raises(TraceNotFoundError):
         resolve_trace("philly", mini / "missing")
-    with pytest.raises(FileNotFoundError, match="trace file not found"):
+    with pytest.raises(TraceUseError, match="trace file not found"):
         resolve_trace(str(mini / "none.csv"), mini)
 
 

@@ -38,6 +38,7 @@ from suanli.core.model import MILLI, ClusterSpec, Job, TaskRequest
 from suanli.core.registry import create
 from suanli.core.seams import Placement
 from suanli.core.view import ClusterView
+from suanli.traces.errors import TraceUseError
 from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
 
 PAPER_POLICIES: dict[str, str] = {
@@ -99,10 +100,20 @@ def load_workload(trace_dir: Path, name: str, nodes: str = "gpu_node") -> Worklo
     path = Path(name)
     if not path.suffix:
         path = trace_dir / "openb" / f"openb_pod_list_{name}.csv"
+    if not path.is_file():
+        known = sorted(
+            p.stem.removeprefix("openb_pod_list_")
+            for p in (trace_dir / "openb").glob("openb_pod_list_*.csv")
+        )
+        raise TraceUseError(
+            f"no pod list {name!r}: {path} is not a file (known: {', '.join(known) or 'none'})"
+        )
     cluster = load_openb_nodes(trace_dir / "openb" / f"openb_node_list_{nodes}.csv")
     pods = load_openb_pods(path)
     tasks = pod_tasks(pods)
     demand = np.where(pods.num_gpu > 0, pods.num_gpu * pods.gpu_milli, 0).astype(np.int64)
+    if not demand.any():
+        raise TraceUseError(f"{path.name}: no pod asks for a GPU, nothing to replay")
     label = path.stem.removeprefix("openb_pod_list_")
     return Workload(label, cluster, tasks, demand, TargetWorkload.from_tasks(tasks))
 
@@ -120,6 +131,10 @@ def arrival_order(
         raise ValueError(f"order must be 'trace' or 'shuffle', got {order!r}")
     total = int(demand.sum())
     limit = TUNE_RATIO * capacity_milli
+    if not demand.any():
+        raise ValueError(
+            "no pod asks for a GPU: the protocol tunes the GPU demand to 1.3 × capacity"
+        )
     extra: list[int] = []
     # Draw in blocks (same stream as one draw at a time); stop before passing the limit.
     while True:

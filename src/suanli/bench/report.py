@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -65,7 +66,7 @@ def load_published(path: Path) -> dict[tuple[str, str], dict[str, float]]:
             except ValueError as e:
                 raise ValueError(f"{path}:{line}: {e}") from None
             workload = row["workload"].removeprefix("openb_pod_list_")
-            policy = row["sc_policy"].split("-", 1)[-1]
+            policy = re.sub(r"^\d+-", "", row["sc_policy"])
             out[(workload, policy)] = values
     return out
 

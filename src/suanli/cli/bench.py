@@ -120,9 +120,17 @@ def fgd_command(
             create("placement", PAPER_POLICIES.get(p, p))
         labels = [load_workload(root, name).name for name in pod_lists]  # fails fast on files
         pub_path = published or root / "openb" / PUBLISHED_FILE
-        pub = load_published(pub_path) if pub_path.is_file() else None
-        if published is not None and pub is None:
+        if published is not None and not published.is_file():
             fail(f"--published: no such file {published}")
+        try:
+            pub = load_published(pub_path) if pub_path.is_file() else None
+        except ValueError as e:
+            fail(f"--published: {e}")
+        if out is not None:
+            try:  # fail before the work, not after it
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                fail(f"--out {out}: cannot create the directory: {e.strerror or e}")
         n = workers or os.cpu_count() or 1
         t0 = time.perf_counter()
         runs = sweep(root, pod_lists, policy_list, seed_list, order=order, workers=n)
@@ -138,7 +146,11 @@ def fgd_command(
                 f"{len(seed_list)} seeds, order {order}) in {wall:.1f} s on {n} process(es)"
             )
         if out is not None:
-            for path in write_outputs(out, runs, rows):
+            try:
+                written = write_outputs(out, runs, rows)
+            except OSError as e:
+                fail(f"--out {out}: cannot write results: {e.strerror or e}")
+            for path in written:
                 typer.echo(f"wrote {path}", err=json_out)
 
 

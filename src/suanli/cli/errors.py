@@ -21,7 +21,12 @@ from typer.core import TyperGroup
 
 from suanli.core.model import SpecError
 from suanli.core.registry import UnknownPolicyError
-from suanli.traces.errors import TraceFormatError, TraceNotFoundError, UnknownTraceError
+from suanli.traces.errors import (
+    TraceFormatError,
+    TraceNotFoundError,
+    TraceUseError,
+    UnknownTraceError,
+)
 
 USAGE_EXIT = 2
 PROG = "suanli"
@@ -31,6 +36,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     UnknownPolicyError,
     TraceFormatError,
     TraceNotFoundError,
+    TraceUseError,
     UnknownTraceError,
 )
 """Exceptions that mean the input was wrong (``ImpossibleJobError`` is a ``SpecError``)."""

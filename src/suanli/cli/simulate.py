@@ -310,7 +310,7 @@ def simulate_command(
         err = Console(stderr=True, highlight=False)
         if trace is not None:
             loaded = resolve_trace(trace, trace_dir, skip_bad_rows=skip_bad_rows)
-            if loaded.skipped and loaded.skipped.rows_skipped and not as_json:
+            if loaded.skipped and loaded.skipped.rows_skipped and not (as_json or quiet):
                 err.print(f"{trace}: {loaded.skipped}", markup=False)
         if cluster is None and loaded is not None:
             spec = loaded.cluster

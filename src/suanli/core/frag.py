@@ -248,12 +248,14 @@ def _quantised(delta):  # type: ignore[no-untyped-def]
 def frag_deltas(  # type: ignore[no-untyped-def]
     nodes,
     free_milli,
+    free_gmem,
     free_cpu,
     free_mem,
     model_col,
     task_cpu,
     task_mem,
     task_milli,
+    task_gmem,
     task_gpus,
     t_cpu,
     t_mem,
@@ -270,7 +272,8 @@ def frag_deltas(  # type: ignore[no-untyped-def]
     """Fragmentation growth of placing one task on each of ``nodes``, and the GPU it takes.
 
     Whole-GPU tasks take the lowest-index fully free GPUs (every choice leaves the same state);
-    a fractional task tries each fitting GPU (one per distinct free share) and keeps the one
+    a fractional task tries each GPU with enough free share and memory (``free_gmem``,
+    ``task_gmem``; one GPU per distinct free share) and keeps the one
     whose growth is least, ties to the lowest index; ``hole_weight`` × the change in
     ``hole_value`` of that GPU's free share (``hole_values``) is added to a fractional task's
     growth (0: FGD as published). With ``quantised`` the comparison uses the
@@ -291,11 +294,11 @@ def frag_deltas(  # type: ignore[no-untyped-def]
         if task_gpus == 1 and task_milli < MILLI:
             for g in range(g_slots):
                 x = left[g]
-                if x < task_milli:
+                if x < task_milli or free_gmem[n, g] < task_gmem:
                     continue
                 seen = False
                 for h in range(g):
-                    if left[h] == x:
+                    if left[h] == x and free_gmem[n, h] >= task_gmem:
                         seen = True
                         break
                 if seen:
@@ -334,7 +337,9 @@ def frag_deltas(  # type: ignore[no-untyped-def]
                     need -= 1
                     if best_gpu < 0:
                         best_gpu = h
-            if need == 0:
+            if need > 0:
+                best_gpu = -1
+            else:
                 d = (
                     _frag(
                         cpu - task_cpu,

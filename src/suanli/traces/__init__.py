@@ -28,6 +28,7 @@ from suanli.traces.errors import (
     SkipReport,
     TraceFormatError,
     TraceNotFoundError,
+    TraceUseError,
     UnknownTraceError,
 )
 from suanli.traces.itp import itp_cluster, itp_node_count, load_itp_jobs
@@ -60,6 +61,7 @@ __all__ = [
     "TraceFormatError",
     "TraceJobs",
     "TraceNotFoundError",
+    "TraceUseError",
     "UnknownTraceError",
     "azure_llm_cluster",
     "cluster_names",

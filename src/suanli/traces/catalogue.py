@@ -27,7 +27,7 @@ from suanli.core.model import ClusterSpec, Job
 from suanli.traces.azure_llm import COLUMNS as AZURE_COLUMNS
 from suanli.traces.azure_llm import azure_llm_cluster, load_azure_llm
 from suanli.traces.base import TraceJobs
-from suanli.traces.errors import SkipReport, TraceFormatError, UnknownTraceError
+from suanli.traces.errors import SkipReport, TraceFormatError, TraceUseError, UnknownTraceError
 from suanli.traces.itp import JOB_COLUMNS as ITP_COLUMNS
 from suanli.traces.itp import itp_cluster, load_itp_jobs
 from suanli.traces.locate import find_trace_dir
@@ -160,7 +160,7 @@ def _openb(variant: str, root: Path, skip: bool) -> LoadedTrace:
             f"unknown openb pod list {variant!r}", [f"openb:{v}" for v in OPENB_VARIANTS]
         )
     if variant == "multigpu20":
-        raise ValueError(
+        raise TraceUseError(
             "openb:multigpu20 has no creation or deletion times, so it has no schedule to "
             "replay; load it with suanli.traces.load_openb_pods(path).to_jobs("
             "arrival_interval=..., untimed_runtime=...) to choose one"
@@ -216,7 +216,7 @@ def _itp(variant: str, root: Path, skip: bool) -> LoadedTrace:
 def _itp_loaded(spec: str, jobs_file: Path, skip: bool) -> LoadedTrace:
     jobs = load_itp_jobs(jobs_file, skip_bad_rows=skip)
     if not jobs:
-        raise ValueError(f"{jobs_file.name}: no jobs to size a cluster for")
+        raise TraceUseError(f"{jobs_file.name}: no jobs to size a cluster for")
     cluster = itp_cluster(jobs, name=f"itp-{jobs_file.stem}")
     return LoadedTrace(spec, jobs, cluster, jobs.skipped, CITATIONS["itp"], (jobs_file,))
 
@@ -291,7 +291,7 @@ def _from_file(path: Path, trace_dir: str | Path | None, skip: bool) -> LoadedTr
     if kind == "openb-pods":
         pods = load_openb_pods(path, skip_bad_rows=skip)
         if not pods.timed:
-            raise ValueError(
+            raise TraceUseError(
                 f"{path.name} has no creation or deletion times; load it with "
                 "load_openb_pods(path).to_jobs(arrival_interval=..., untimed_runtime=...)"
             )
@@ -303,7 +303,7 @@ def _from_file(path: Path, trace_dir: str | Path | None, skip: bool) -> LoadedTr
         return _itp_loaded(spec, path, skip)
     if kind == "azure-llm":
         return _azure_loaded(spec, path, skip)
-    raise ValueError(f"{path.name} is a machine list ({kind}), not jobs: use it as a cluster")
+    raise TraceUseError(f"{path.name} is a machine list ({kind}), not jobs: use it as a cluster")
 
 
 def resolve_trace(
@@ -324,7 +324,7 @@ def resolve_trace(
     if _looks_like_path(spec):
         path = Path(spec).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"trace file not found: {path}")
+            raise TraceUseError(f"trace file not found: {path}")
         return _from_file(path, trace_dir, skip_bad_rows)
     raise UnknownTraceError(f"unknown trace {spec!r}", _short_trace_names())
 
@@ -368,11 +368,11 @@ def resolve_cluster(
     if _looks_like_path(spec):
         path = Path(spec.strip()).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"cluster file not found: {path}")
+            raise TraceUseError(f"cluster file not found: {path}")
         kind = file_kind(path)
         loader = _CLUSTER_LOADERS.get(kind)
         if loader is None:
-            raise ValueError(f"{path.name} holds jobs ({kind}), not machines: use it as a trace")
+            raise TraceUseError(f"{path.name} holds jobs ({kind}), not machines: use it as a trace")
         return loader(path, name=path.stem, skip_bad_rows=skip_bad_rows)
     raise UnknownTraceError(
         f"unknown cluster {spec!r}",

@@ -97,6 +97,11 @@ class TraceNotFoundError(FileNotFoundError):
         return str(self.args[0])
 
 
+class TraceUseError(ValueError):
+    """A trace or file that exists but cannot be used as asked (a machine list given as jobs, a
+    pod list without times given as a schedule, a missing file named explicitly)."""
+
+
 class UnknownTraceError(ValueError):
     """A trace or cluster name that the catalogue does not know; ``known`` lists the names."""
 

@@ -2,8 +2,9 @@
 
 Each task goes to the node, and on it the GPU, where the fragmentation of the cluster with
 respect to the target workload (``suanli.core.frag``) grows least. As in the paper's
-scheduler, the growth is turned into an integer score ``int(sigmoid(-growth / 1000) * 100)``
-and ties between nodes are broken at random (kube-scheduler picks uniformly among the best).
+scheduler, the growth is turned into an integer score ``int(sigmoid(-growth / 1000) * 100)``;
+ties between nodes go to the first in list order (the placement contract; it is also what
+reproduces the paper's published figures, docs/fgd.md).
 
 The target workload is either given (``target=``, or ``set_target``: what the paper does,
 from the trace's own task list) or learned from the jobs the scheduler is handed
@@ -90,6 +91,8 @@ class FragmentationGrowth(Placement):
     def _bind(self, view: ClusterView) -> None:
         if view is self._view:
             return
+        if self._view is not None:
+            self._view.listeners.remove(self._node_changed)
         self._view = view
         self._version = np.zeros(view.n_nodes, dtype=np.int64)
         view.listeners.append(self._node_changed)
@@ -109,6 +112,7 @@ class FragmentationGrowth(Placement):
             access = t.access(tuple(m.name for m in view.models))
             self._kernel_args = (
                 view.gpu_free_milli,
+                view.gpu_free_mem,
                 view.free_cpu,
                 view.free_mem,
                 view.node_model + 1,
@@ -142,9 +146,9 @@ class FragmentationGrowth(Placement):
             gpu = np.empty(len(stale), dtype=np.int64)
             milli = task.gpu_milli if task.gpus else 0
             frag_deltas(  # type: ignore[call-arg]
-                stale, args[0], args[1], args[2], args[3],
-                task.cpu_milli, task.memory_mib, milli, task.gpus,
-                *args[4:], delta, gpu,
+                stale, args[0], args[1], args[2], args[3], args[4],
+                task.cpu_milli, task.memory_mib, milli, task.gpu_memory_mib, task.gpus,
+                *args[5:], delta, gpu,
             )  # fmt: skip
             entry.delta[stale] = delta
             entry.gpu[stale] = gpu
@@ -155,7 +159,7 @@ class FragmentationGrowth(Placement):
     def pick_gpus(
         self, view: ClusterView, node: int, task: TaskRequest, rng: np.random.Generator
     ) -> np.ndarray:
-        if task.gpus == 1 and task.gpu_milli < MILLI and not task.gpu_memory_mib:
+        if task.gpus == 1 and task.gpu_milli < MILLI:
             g = int(self.growth(view, task).gpu[node])
             if g >= 0:
                 return np.array([g], dtype=np.int64)

@@ -16,6 +16,8 @@ openb; see docs/fgd.md).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from suanli.core.model import MILLI
@@ -104,6 +106,8 @@ class PaperGpuClustering(Placement):
         # kind is unknown: they count as one task of a kind of their own until the node empties).
         self._tags = np.zeros((view.n_nodes, view.gpu_slots + 2), dtype=np.int64)
         self._tags[view.active(), -1] = 1
+        # Placements seen allocated and not yet released: only their releases update the tags.
+        self._seen: Counter[TaskPlacement] = Counter()
         view.task_listeners.append(self._placed)
 
     @staticmethod
@@ -112,10 +116,18 @@ class PaperGpuClustering(Placement):
 
     def _placed(self, p: TaskPlacement, sign: int) -> None:
         n = p.node
-        if p.gpus:
-            col = self._tag(len(p.gpus), p.gpu_milli)
-            self._tags[n, col] = max(0, self._tags[n, col] + sign)
-        if sign < 0 and self._tags[n, -1]:
+        if sign > 0:
+            self._seen[p] += 1
+            if p.gpus:
+                self._tags[n, self._tag(len(p.gpus), p.gpu_milli)] += 1
+            return
+        if self._seen[p]:
+            self._seen[p] -= 1
+            if not self._seen[p]:
+                del self._seen[p]
+            if p.gpus:
+                self._tags[n, self._tag(len(p.gpus), p.gpu_milli)] -= 1
+        if self._tags[n, -1]:
             v = self._view
             assert v is not None
             if not v.active()[n]:
