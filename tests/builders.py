@@ -23,7 +23,7 @@ MODELS = (V100, A100, T4)
 CPU = 64_000
 MEM = 512_000
 
-QUEUE_ORDERS = ("fifo", "priority", "sjf", "smallest-first")
+QUEUE_ORDERS = ("fifo", "priority", "sjf", "smallest-first", "drf", "fair-share")
 PLACEMENTS = (
     "first-fit",
     "best-fit",

@@ -6,6 +6,7 @@ import pytest
 
 from builders import (
     PLACEMENTS,
+    QUEUE_ORDERS,
     cluster,
     cpu_only,
     expected,
@@ -296,7 +297,7 @@ def test_cpu_only_zero_milli_task_takes_no_gpu(policy: str) -> None:
 
 def test_registry_lists_the_builtin_policies() -> None:
     assert names("placement") == sorted(PLACEMENTS)
-    assert names("queue") == sorted(["fifo", "priority", "sjf", "smallest-first"])
+    assert names("queue") == sorted(QUEUE_ORDERS)
     listed = dict(catalogue())
     assert "placement/best-fit" in listed and listed["queue/fifo"]
 

@@ -217,7 +217,7 @@ def run_trace(
             jid = sorted(running)[arg % len(running)]
             event("release")
             del running[jid]
-            s.release(placements.pop(jid))
+            s.release(placements.pop(jid), jid)
         else:
             decisions = s.cycle(rng)
             out.extend(signature(d) for d in decisions)

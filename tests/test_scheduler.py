@@ -61,6 +61,9 @@ EXPECTED_ORDER = {
     "priority": ["j5", "j3", "j1", "j4", "j2"],  # online, high, normal (by submit), spot
     "sjf": ["j2", "j4", "j5", "j3", "j1"],  # runtime, then submit (j2 and j4 both 10 s)
     "smallest-first": ["j5", "j3", "j4", "j2", "j1"],  # GPU demand, then submit
+    # One queue: fair sharing between queues leaves priority, then FIFO.
+    "drf": ["j5", "j3", "j1", "j4", "j2"],
+    "fair-share": ["j5", "j3", "j1", "j4", "j2"],
 }
 
 

@@ -27,12 +27,17 @@ import suanli
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.table import results_table
 from suanli.config.cluster import load_cluster
+from suanli.config.tenancy import load_tenancy
 from suanli.core.model import ClusterSpec, Job
+from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import create
+from suanli.core.seams import OrderContext
+from suanli.core.tenancy import TenancySpec
 from suanli.sim.engine import PolicySet, check_feasible, simulate
 from suanli.sim.export import render_json, write_results
 from suanli.sim.results import SimResult
 from suanli.traces import LoadedTrace, resolve_trace
+from suanli.workload.quotas import MODES, proportional_tenancy
 from suanli.workload.synthetic import WorkloadConfig, generate
 
 DEFAULT_CLUSTER = "64x8xH100"
@@ -155,6 +160,9 @@ def run_all(
     cycle_interval: float,
     until: float | None,
     progress: Progress | None,
+    tenancy: TenancySpec | None = None,
+    ctx: OrderContext | None = None,
+    preemption: PreemptionConfig | None = None,
 ) -> list[SimResult]:
     """Simulate ``jobs`` under each policy set in turn (same jobs, same seed)."""
     results = []
@@ -175,6 +183,9 @@ def run_all(
                 cycle_interval=cycle_interval,
                 until=until,
                 progress=report,
+                tenancy=tenancy,
+                ctx=ctx,
+                preemption=preemption,
             )
         )
     return results
@@ -240,6 +251,24 @@ def simulate_command(
             "runtimes are kept.",
         ),
     ] = 1.0,
+    quotas: Annotated[
+        str | None,
+        typer.Option(
+            "--quotas",
+            metavar="FILE|static|shared",
+            help="Put jobs under queue quotas: a tenancy YAML file (docs/tenancy.md), or "
+            "'static' / 'shared' for queues guaranteed their share of the workload's GPU-hours, "
+            "alone or lending idle quota in one cohort.",
+        ),
+    ] = None,
+    preempt: Annotated[
+        bool,
+        typer.Option(
+            "--preempt",
+            help="Let jobs evict lower-priority ones, and queues reclaim quota they lent "
+            "(minimum runtime 600 s, at most 3 preemptions a day per job; docs/tenancy.md).",
+        ),
+    ] = False,
     skip_bad_rows: Annotated[
         bool,
         typer.Option(
@@ -318,12 +347,22 @@ def simulate_command(
             spec = load_cluster(cluster or DEFAULT_CLUSTER)
         policies = resolve_policies(policy or DEFAULT_POLICIES)
         config = WorkloadConfig(jobs=jobs, seed=seed, target_load=load)
+        tenancy_config = (
+            load_tenancy(quotas) if quotas is not None and quotas not in MODES else None
+        )
         with progress_bars(err, not (quiet or as_json) and err.is_terminal) as bars:
             if loaded is not None:
                 workload = scale_arrivals(loaded.jobs, time_scale)
                 check_feasible(spec, workload)
             else:
                 workload = generate_workload(config, spec, bars)
+            tenancy = (
+                tenancy_config.tenancy
+                if tenancy_config is not None
+                else proportional_tenancy(workload, spec, quotas)
+                if quotas is not None
+                else None
+            )
             results = run_all(
                 spec,
                 workload,
@@ -332,6 +371,9 @@ def simulate_command(
                 cycle_interval=cycle_interval,
                 until=until,
                 progress=bars,
+                tenancy=tenancy,
+                ctx=OrderContext(tenancy_config.priority_classes) if tenancy_config else None,
+                preemption=PreemptionConfig() if preempt else None,
             )
     meta = run_meta(spec, jobs, seed, load, cycle_interval, until, loaded, time_scale)
     if as_json:

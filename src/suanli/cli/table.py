@@ -122,6 +122,14 @@ def results_rows(results: Sequence[SimResult]) -> list[list[_Row]]:
             row("makespan", lambda r: r.makespan, "duration", "min"),
             row("finished", lambda r: r.finished, "count", "max"),
             row("unfinished", lambda r: r.unfinished, "count", "min"),
+            *(
+                [
+                    row("preemptions", lambda r: r.preemptions, "count", "min"),
+                    row("GPU-hours lost to preemption", lambda r: r.lost_gpu_hours, "rate", "min"),
+                ]
+                if any(r.preemptions for r in results)
+                else []
+            ),
             row("cycles", lambda r: r.cycles, "count", None),
             # Speed is not marked: on a shared machine its differences are mostly noise.
             row("decisions/s", lambda r: r.decisions_per_s, "rate", None),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suanli.core.model import Job
+from suanli.core.tenancy import OverQuota
 from suanli.core.view import TaskPlacement
 
 
@@ -62,7 +63,7 @@ class HeadOfLine:
         return f"behind blocked head-of-line job {self.head}"
 
 
-Reason = NoCapacity | HeadOfLine
+Reason = NoCapacity | HeadOfLine | OverQuota
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,4 +82,20 @@ class Skip:
     reason: Reason
 
 
-Decision = Admit | Skip
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Evict running ``job`` (all its tasks, released at once) to make room for job ``by``.
+
+    ``kind`` is ``priority`` (``by`` has a higher priority class) or ``reclaim`` (``by``'s queue
+    takes back quota that ``job``'s queue borrowed). ``lost_gpu_s`` is the work destroyed: GPU-
+    seconds since the job's last checkpoint. The applier stops the job and requeues it.
+    """
+
+    job: Job
+    placement: JobPlacement
+    by: str
+    kind: str
+    lost_gpu_s: float
+
+
+Decision = Admit | Skip | Preempt

@@ -208,7 +208,8 @@ class TaskRequest:
 
 @dataclass(frozen=True, slots=True)
 class PriorityClass:
-    """A named priority level. Higher ``value`` goes first; ``preemptible`` is for later use."""
+    """A named priority level. Higher ``value`` goes first; only jobs of a ``preemptible``
+    class are ever evicted (by a higher class, or to give back quota their queue borrowed)."""
 
     name: str
     value: int
@@ -235,6 +236,8 @@ class Job:
     simulator only); ``estimate`` is what the user said, if anything. With fewer than all
     tasks, the work is assumed to scale linearly (runtime × tasks / started tasks).
     ``gpu_util`` is the fraction of its allocated GPU time the job really keeps busy.
+    ``checkpoint_interval`` is how often (seconds of running) the job saves its progress;
+    a preempted job resumes from its last checkpoint, and without one it starts over.
     """
 
     id: str
@@ -248,6 +251,7 @@ class Job:
     priority_class: str = "normal"
     estimate: float | None = None
     gpu_util: float = 1.0
+    checkpoint_interval: float | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -266,6 +270,10 @@ class Job:
             raise SpecError(f"job {self.id}: estimate must be >= 0, got {self.estimate}")
         if not 0 <= self.gpu_util <= 1:
             raise SpecError(f"job {self.id}: gpu_util must be in [0, 1], got {self.gpu_util}")
+        if self.checkpoint_interval is not None and not self.checkpoint_interval > 0:
+            raise SpecError(
+                f"job {self.id}: checkpoint_interval must be > 0, got {self.checkpoint_interval}"
+            )
 
     @property
     def min_tasks(self) -> int:

@@ -26,6 +26,7 @@ O(pending jobs).
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,24 +38,33 @@ from suanli.core.decisions import (
     HeadOfLine,
     JobPlacement,
     NoCapacity,
+    Preempt,
     Reason,
     Skip,
 )
 from suanli.core.gang import place_job
-from suanli.core.model import Job
+from suanli.core.model import MILLI, Job
+from suanli.core.preemption import PreemptionConfig, Running, protected, victim_order
 from suanli.core.seams import OrderContext, Placement, QueueOrder
 from suanli.core.shapes import ShapeTable
+from suanli.core.tenancy import OverQuota, QuotaBook
 from suanli.core.view import ClusterView
 
 
 @dataclass(slots=True)
 class _Shape:
-    """Jobs of one shape waiting, in queue order."""
+    """A lane: the jobs of one shape, charged to one quota queue, waiting in queue order."""
 
-    sid: int
+    sid: int  # the shape's id in the shape table
+    lane: int  # this lane's index in Scheduler._shapes
+    queue: int = -1  # quota queue index in the QuotaBook (-1: no quotas)
+    group: int = 0  # fair-share group (the quota queue, or the jobs' queue name)
     heap: list[tuple[Any, Job]] = field(default_factory=list)
     active_key: Any = None  # key of the entry in the active heap, if any
     skipped: str | None = None  # the head job last tried and found not to fit
+    blocked: OverQuota | NoCapacity | None = None
+    """Why the head cannot start although its shape fits the cluster: its queue's quota, or
+    no room on the GPU models its quota allows. Cleared (and the lane woken) by a release."""
 
 
 class Scheduler:
@@ -68,15 +78,49 @@ class Scheduler:
         *,
         strict: bool = False,
         ctx: OrderContext | None = None,
+        quotas: QuotaBook | None = None,
+        preemption: PreemptionConfig | None = None,
     ) -> None:
         self.view = view
         self.order = order
         self.placement = placement
         self.strict = strict
         self.ctx = ctx or OrderContext()
+        self.quotas = quotas
+        """Quota queues and their usage; None: no quotas (every job may use any capacity)."""
         self.table = ShapeTable(view)
-        self._shapes: list[_Shape] = []
-        self._pending: dict[str, tuple[Any, int]] = {}  # job id -> (key, shape id)
+        self._shapes: list[_Shape] = []  # lanes, by lane index
+        self._lane_ids: dict[tuple[int, int], int] = {}  # (shape id, queue) -> lane
+        self._lanes_of: dict[int, list[int]] = {}  # shape id -> its lanes
+        self._waiting: dict[int, int] = {}  # shape id -> jobs of that shape pending
+        self._pending: dict[str, tuple[Any, int]] = {}  # job id -> (key, lane)
+        self._charged: dict[str, tuple[str, np.ndarray]] = {}  # running job -> (queue, demand)
+        self._blocked: dict[int, set[int]] = {}  # cohort -> lanes blocked by quota
+        self._blocked_room: set[int] = set()  # lanes blocked for room on their allowed models
+        self._queue_cache: dict[tuple[str, str], int] = {}
+        self.preemption = preemption
+        """Preemption rules; None: never evict a running job."""
+        self._running: dict[str, Running] = {}  # with preemption: running jobs by id
+        self._evictable: dict[int, set[str]] = {}  # priority -> running preemptible job ids
+        self._preempted_at: dict[str, list[float]] = {}  # job id -> when it was preempted
+        self._evictions: list[Preempt] = []  # this cycle's evictions, before their Admit
+        self._now = 0.0
+        self._preempting = False
+        # Fair sharing between queues (queue orders drf and fair-share): per group, what it
+        # holds now (GPU milli, CPU milli, memory MiB) and its decayed usage.
+        self.fair: str | None = getattr(order, "fair", None)
+        self._half_life: float = getattr(order, "half_life", math.inf)
+        self._groups: dict[str, int] = {}
+        self._g_weight: list[float] = []
+        self._g_held = np.zeros((0, 3))
+        self._g_decayed = np.zeros(0)
+        self._g_clock = 0.0
+        self._job_group: dict[str, int] = {}
+        self._evicted_group: dict[str, int] = {}
+        caps = np.array(
+            [view.total_gpus * MILLI, float(view.cap_cpu.sum()), float(view.cap_mem.sum())]
+        )
+        self._g_inv_cap = np.where(caps > 0, 1.0 / np.maximum(caps, 1.0), 0.0)
         self._active: list[tuple[Any, int]] = []  # heads of shapes worth trying, by key
         self._all: list[tuple[Any, Job]] = []  # strict mode: every pending job, by key
 
@@ -85,24 +129,87 @@ class Scheduler:
         return len(self._pending)
 
     def submit(self, job: Job) -> None:
-        """Add ``job`` to the pending queue. Job ids must be unique among pending jobs."""
+        """Add ``job`` to the pending queue. Job ids must be unique among pending jobs.
+
+        With quotas, the job is charged to the queue it names or, failing that, the queue of
+        its organisation (``TenancySpec.queue_of``; ``SpecError`` if none serves it).
+        """
         if job.id in self._pending:
             raise ValueError(f"job {job.id} is already pending")
+        queue = self._queue_index(job) if self.quotas is not None else -1
         key = self.order.key(job, self.ctx)
         self.placement.observe(job)
         sid = self.table.id_of((job.task, job.tasks, job.min_tasks))
-        if sid == len(self._shapes):
-            self._shapes.append(_Shape(sid))
-        shape = self._shapes[sid]
-        if not shape.heap:
+        group = self._group_of(job, queue) if self.fair else 0
+        lane_id = self._lane_ids.get((sid, group if self.fair else queue))
+        if lane_id is None:
+            lane_id = len(self._shapes)
+            self._shapes.append(_Shape(sid, lane_id, queue, group))
+            self._lane_ids[(sid, group if self.fair else queue)] = lane_id
+            self._lanes_of.setdefault(sid, []).append(lane_id)
+        shape = self._shapes[lane_id]
+        waiting = self._waiting.get(sid, 0)
+        if not waiting:
             self.table.set_idle(sid, False)
+        self._waiting[sid] = waiting + 1
         heapq.heappush(shape.heap, (key, job))
-        self._pending[job.id] = (key, sid)
+        self._pending[job.id] = (key, lane_id)
         if self.strict:
             heapq.heappush(self._all, (key, job))
         else:
             # Tried in the next cycle: it fits, or it gets its Skip with the reason.
             self._activate(shape)
+
+    def _group_of(self, job: Job, queue: int) -> int:
+        """The fair-share group of ``job``: its quota queue, or its queue name."""
+        book = self.quotas
+        name = book.queues[queue] if book is not None and queue >= 0 else job.queue
+        g = self._groups.get(name)
+        if g is None:
+            g = self._groups[name] = len(self._groups)
+            weight = 1.0
+            if book is not None and queue >= 0:
+                weight = book.spec.queues[queue].weight
+            self._g_weight.append(weight)
+            self._g_held = np.vstack((self._g_held, np.zeros(3)))
+            self._g_decayed = np.append(self._g_decayed, 0.0)
+        return g
+
+    def _g_share(self, g: int) -> float:
+        """Group ``g``'s current fair-share key (lower goes first)."""
+        if self.fair == "drf":
+            return float((self._g_held[g] * self._g_inv_cap).max()) / self._g_weight[g]
+        return float(self._g_decayed[g]) / self._g_weight[g]
+
+    def _g_account(self, job_id: str, placement: JobPlacement, sign: int) -> None:
+        g = self._job_group[job_id] if sign < 0 else self._job_group.setdefault(job_id, 0)
+        held = self._g_held[g]
+        for tp in placement.tasks:
+            held[0] += sign * tp.gpu_milli * len(tp.gpus)
+            held[1] += sign * tp.cpu_milli
+            held[2] += sign * tp.memory_mib
+        if sign < 0:
+            del self._job_group[job_id]
+
+    def _g_decay(self, now: float) -> None:
+        """Advance every group's decayed usage to ``now`` (usage held constant since)."""
+        dt = now - self._g_clock
+        if dt <= 0 or not len(self._g_decayed):
+            return
+        self._g_clock = now
+        h = self._half_life
+        f = 0.5 ** (dt / h)
+        dominant = (self._g_held * self._g_inv_cap).max(axis=1)
+        self._g_decayed = self._g_decayed * f + dominant * (h / math.log(2)) * (1.0 - f)
+
+    def _queue_index(self, job: Job) -> int:
+        book = self.quotas
+        assert book is not None
+        ck = (job.queue, job.tenant)
+        q = self._queue_cache.get(ck)
+        if q is None:
+            q = self._queue_cache[ck] = book.index[book.spec.queue_of(job)]
+        return q
 
     def remove(self, job_id: str) -> bool:
         """Withdraw a pending job (e.g. cancelled). False if it is not pending."""
@@ -113,9 +220,10 @@ class Scheduler:
         was_head = shape.heap[0][1].id == job_id
         shape.heap = [e for e in shape.heap if e[1].id != job_id]
         heapq.heapify(shape.heap)
+        self._waiting[shape.sid] -= 1
         if not self._pending:
             self.table.untrack_all()
-        elif not shape.heap:
+        elif not self._waiting[shape.sid]:
             self.table.set_idle(shape.sid, True)
         if self.strict:
             self._all = [e for e in self._all if e[1].id != job_id]
@@ -145,39 +253,109 @@ class Scheduler:
                 return HeadOfLine(head.id) if head_shape.skipped == head.id else None
             if self._shapes[entry[1]].skipped != job_id:
                 return None
-        sid = entry[1]
+        lane = self._shapes[entry[1]]
+        if lane.blocked is not None and lane.skipped == job_id:
+            return lane.blocked
+        sid = lane.sid
         if not self.table.is_tracked(sid) or self.table.fits(sid):
             return None
         return self._no_capacity(sid)
 
     # ---------------------------------------------------------------- capacity changes
-    def release(self, placement: JobPlacement) -> None:
-        """Give a finished or evicted job's resources back to the view."""
+    def release(self, placement: JobPlacement, job_id: str | None = None) -> None:
+        """Give a finished or evicted job's resources back to the view (and, with quotas, its
+        usage back to its queue: ``job_id`` is then required)."""
         for tp in placement.tasks:
             self.view.release(tp)
+        if self.fair:
+            if job_id is None:
+                raise ValueError("with fair sharing, release needs the job id")
+            self._g_account(job_id, placement, -1)
+        if self.preemption is not None:
+            if job_id is None:
+                raise ValueError("with preemption, release needs the job id")
+            r = self._running.get(job_id)
+            if r is not None:
+                self._drop_running(r)
+        book = self.quotas
+        if book is None:
+            return
+        if job_id is None:
+            raise ValueError("with quotas, release needs the job id")
+        queue, demand = self._charged.pop(job_id)
+        book.refund(queue, demand)
+        self._wake_blocked(queue)
+
+    def _wake_blocked(self, queue: str) -> None:
+        book = self.quotas
+        assert book is not None
+        # Capacity came back: lanes waiting for room on their allowed models, and lanes over
+        # quota in this queue's cohort, are worth another try.
+        woken = self._blocked.pop(int(book.cohort[book.index[queue]]), set())
+        woken |= self._blocked_room
+        self._blocked_room = set()
+        for lane_id in woken:
+            lane = self._shapes[lane_id]
+            lane.blocked = None
+            self._activate(lane)
 
     # ---------------------------------------------------------------- the cycle
-    def cycle(self, rng: np.random.Generator) -> list[Decision]:
-        """Run one scheduling cycle; every admission is already assumed on the view."""
+    def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:
+        """Run one scheduling cycle at time ``now``; every admission (and eviction) is already
+        assumed on the view. ``now`` matters only to preemption (minimum runtimes, lost work)."""
+        self._now = now
+        if self.fair == "usage":
+            self._g_decay(now)
+        if self.fair:
+            # Shares moved since the heads were pushed: re-key them all (a few per queue).
+            lanes = {
+                lane
+                for key, lane in self._active
+                if self._shapes[lane].active_key == key and self._shapes[lane].heap
+            }
+            self._active = []
+            for lane in sorted(lanes):
+                shape = self._shapes[lane]
+                shape.active_key = self._fair_key(lane)
+                heapq.heappush(self._active, (shape.active_key, lane))
         return self._cycle_strict(rng) if self.strict else self._cycle_skip_ahead(rng)
+
+    def _fair_key(self, lane: int) -> Any:
+        """A lane head's dynamic key: priority, then its group's share, then FIFO."""
+        shape = self._shapes[lane]
+        k = self._pending[shape.heap[0][1].id][0]
+        return (k[0], self._g_share(shape.group), *k[1:])
 
     def _cycle_skip_ahead(self, rng: np.random.Generator) -> list[Decision]:
         self._wake()
         decisions: list[Decision] = []
         active = self._active
         table = self.table
+        fair = self.fair
         while active:
-            key, sid = heapq.heappop(active)
-            shape = self._shapes[sid]
+            key, lane_id = heapq.heappop(active)
+            shape = self._shapes[lane_id]
             if shape.active_key != key:
                 continue  # stale entry: the shape's head changed since it was pushed
             shape.active_key = None
             if not shape.heap:
                 continue
+            if fair:
+                now_key = self._fair_key(lane_id)
+                if now_key > key:  # its group's share grew since: back in line
+                    shape.active_key = now_key
+                    heapq.heappush(active, (now_key, lane_id))
+                    continue
             job = shape.heap[0][1]
-            if shape.skipped == job.id and table.is_tracked(sid) and not table.fits(sid):
+            if shape.skipped == job.id and (
+                shape.blocked is not None
+                or (table.is_tracked(shape.sid) and not table.fits(shape.sid))
+            ):
                 continue  # known not to fit, and already told: out until it fits again
             decision = self._try(job, shape, rng)
+            if self._evictions:
+                decisions.extend(self._evictions)
+                self._evictions.clear()
             decisions.append(decision)
             if type(decision) is Admit:
                 self._activate(shape)
@@ -192,6 +370,9 @@ class Scheduler:
         while (job := self._head()) is not None:
             shape = self._shapes[self._pending[job.id][1]]
             decision = self._try(job, shape, rng)
+            if self._evictions:
+                decisions.extend(self._evictions)
+                self._evictions.clear()
             decisions.append(decision)
             if type(decision) is Skip:
                 shape.skipped = job.id
@@ -200,7 +381,16 @@ class Scheduler:
         return decisions
 
     def _try(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision:
-        """Admit ``job`` if its shape fits, else Skip it; a shape that fails starts being tracked.
+        """Admit ``job`` if it can start now (evicting running jobs if the preemption rules
+        allow and it takes that), else Skip it."""
+        decision = self._place(job, shape, rng)
+        if type(decision) is Skip and self.preemption is not None and not self._preempting:
+            return self._preempt(job, shape, rng) or decision
+        return decision
+
+    def _place(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision:
+        """Admit ``job`` if its shape fits (and its queue's quota allows it), else Skip it; a
+        shape that fails to fit starts being tracked.
 
         A tracked shape's fit is known exactly, and its per-node counts are read instead of
         recomputed (copied: the row changes as the job's own tasks are allocated). An untracked
@@ -208,28 +398,270 @@ class Scheduler:
         """
         table = self.table
         sid = shape.sid
+        allowed: np.ndarray | None = None
+        if shape.queue >= 0:
+            over, allowed = self._quota(job, shape.queue)
+            if over is not None:
+                return self._block(job, shape, over)
         if table.is_tracked(sid):
             if not table.fits(sid):
                 return Skip(job, self._no_capacity(sid))
-            placement, reason, _ = place_job(
-                self.view, job, self.placement, rng, k=table.counts(sid)
-            )
+            k = table.counts(sid)
+            if allowed is not None:
+                k *= allowed
+            placement, reason, _ = place_job(self.view, job, self.placement, rng, k=k)
             if placement is None:
-                raise AssertionError(f"shape of job {job.id} fits but placement failed: {reason}")
+                if allowed is None:
+                    raise AssertionError(
+                        f"shape of job {job.id} fits but placement failed: {reason}"
+                    )
+                assert reason is not None
+                return self._block(job, shape, reason)
         else:
-            placement, reason, k = place_job(self.view, job, self.placement, rng)
+            k = None
+            if allowed is not None:
+                k = self.view.fit_counts(job.task, job.tasks) * allowed
+            placement, reason, k = place_job(self.view, job, self.placement, rng, k=k)
             if placement is None:
                 assert reason is not None
-                table.track(sid, k)
+                if allowed is not None:
+                    table.track(sid, self.view.fit_counts(job.task, job.tasks))
+                    if table.fits(sid):
+                        return self._block(job, shape, reason)
+                else:
+                    table.track(sid, k)
                 return Skip(job, reason)
         heapq.heappop(shape.heap)
         del self._pending[job.id]
+        if shape.queue >= 0:
+            self._charge(job, shape.queue, placement)
+        if self.fair:
+            self._job_group[job.id] = shape.group
+            self._g_account(job.id, placement, +1)
+        if self.preemption is not None:
+            pc = self.ctx.priority_classes.get(job.priority_class)
+            self._add_running(
+                Running(
+                    job,
+                    placement,
+                    shape.queue,
+                    self._now,
+                    self.ctx.priority(job),
+                    pc.preemptible if pc is not None else False,
+                    self._preempted_at.get(job.id, []),
+                )
+            )
+
+        self._waiting[sid] -= 1
         if not self._pending:
             # An empty queue needs no counts at all.
             table.untrack_all()
-        elif not shape.heap:
+        elif not self._waiting[sid]:
             table.set_idle(sid, True)
+        shape.blocked = None
         return Admit(job, placement)
+
+    # ---------------------------------------------------------------- preemption
+    def _preempt(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision | None:
+        """Evict the cheapest set of candidate victims that lets ``job`` start, and start it;
+        None (nothing changed) if no such set exists. See ``suanli.core.preemption``."""
+        cfg = self.preemption
+        assert cfg is not None
+        now = self._now
+        prio = self.ctx.priority(job)
+        book = self.quotas
+        q = shape.queue
+        reclaiming = False
+        if book is not None and q >= 0 and cfg.reclaim:
+            d = self._job_demand(job, book)
+            governed = d > 0
+            reclaiming = bool((book.usage[q] + d <= book.nominal[q])[governed].all())
+        kinds: dict[str, str] = {}
+        borrowing: set[int] = set()
+        if book is not None and q >= 0:
+            over = (book.usage > book.nominal).any(axis=1) & (book.cohort == book.cohort[q])
+            over[q] = False
+            borrowing = set(np.flatnonzero(over).tolist())
+        running = self._running
+        for p_val, ids in self._evictable.items():
+            lower = p_val < prio
+            if not lower and not (reclaiming and borrowing):
+                continue
+            for i in ids:
+                r = running[i]
+                if book is None or r.queue == q:
+                    kind = "priority" if lower else ""
+                elif r.queue in borrowing:
+                    kind = "priority" if lower else "reclaim" if reclaiming else ""
+                else:
+                    kind = ""  # another queue within its quota, or another cohort: never
+                if kind and not protected(r, now, cfg):
+                    kinds[i] = kind
+        if not kinds:
+            return None
+        # Cheap necessary condition, by GPU share alone: counting each node's free share plus
+        # its candidates', enough of the job's tasks must fit; keep only candidates on nodes
+        # that could then hold a task.
+        t = job.task
+        view = self.view
+        share = t.gpu_share_milli if t.gpus else 0
+        if share:
+            freed: dict[int, int] = {}
+            for i in kinds:
+                for tp in running[i].placement.tasks:
+                    freed[tp.node] = freed.get(tp.node, 0) + tp.gpu_milli * len(tp.gpus)
+            room = {n: int(view.node_free_milli[n]) + f for n, f in freed.items()}
+            useful = {n for n, v in room.items() if v >= share}
+            if int(view.node_free_milli.sum()) + sum(freed.values()) < job.min_tasks * share:
+                return None
+            if not useful:
+                return None
+            kinds = {
+                i: k
+                for i, k in kinds.items()
+                if any(tp.node in useful for tp in running[i].placement.tasks)
+            }
+        order = victim_order([running[i] for i in kinds], now)
+        need = job.min_tasks * share
+        free_now = int(view.node_free_milli.sum())
+        evicted: list[Running] = []
+        for r in order:
+            self._evict(r)
+            evicted.append(r)
+            free_now += r.placement.gpu_milli
+            if free_now >= need and self._fits(job, shape):
+                break
+        else:
+            for r in reversed(evicted):
+                self._restore(r)
+            return None
+        # Reprieve every victim not needed after all, the most expensive first.
+        for r in sorted(evicted, key=lambda r: (-r.lost_gpu_seconds(now), r.start, r.job.id)):
+            self._restore(r)
+            if not self._fits(job, shape):
+                self._evict(r)
+        victims = [r for r in evicted if r.job.id not in self._running]
+        self._preempting = True
+        try:
+            decision = self._place(job, shape, rng)
+        finally:
+            self._preempting = False
+        if type(decision) is not Admit:  # _fits said it would fit: cannot happen
+            raise AssertionError(f"job {job.id} fits after evictions but was not placed")
+        for r in victims:
+            self._preempted_at.setdefault(r.job.id, []).append(now)
+            self._evictions.append(
+                Preempt(r.job, r.placement, job.id, kinds[r.job.id], r.lost_gpu_seconds(now))
+            )
+            if book is not None:
+                self._charged.pop(r.job.id)
+                self._wake_blocked(book.queues[r.queue])
+        return decision
+
+    def _job_demand(self, job: Job, book: QuotaBook) -> np.ndarray:
+        t, n = job.task, job.tasks
+        return book.demand(
+            n * t.cpu_milli, n * t.memory_mib, n * t.gpu_share_milli if t.gpus else 0, None
+        )
+
+    def _fits(self, job: Job, shape: _Shape) -> bool:
+        """Whether ``job`` could start now: its quota, then free capacity (exact counts)."""
+        allowed = None
+        if shape.queue >= 0:
+            over, allowed = self._quota(job, shape.queue)
+            if over is not None:
+                return False
+        k = self.view.fit_counts(job.task, job.tasks)
+        if allowed is not None:
+            k = k * allowed
+        return int(k.sum()) >= job.min_tasks
+
+    def _evict(self, r: Running) -> None:
+        """Take ``r`` off the view and its quota (a what-if until the eviction is decided)."""
+        for tp in r.placement.tasks:
+            self.view.release(tp)
+        if self.quotas is not None:
+            queue, demand = self._charged[r.job.id]
+            self.quotas.refund(queue, demand)
+        if self.fair:
+            g = self._job_group[r.job.id]
+            self._g_account(r.job.id, r.placement, -1)
+            self._evicted_group[r.job.id] = g
+        self._drop_running(r)
+
+    def _restore(self, r: Running) -> None:
+        """Undo ``_evict``."""
+        for tp in r.placement.tasks:
+            self.view.allocate(tp)
+        if self.quotas is not None:
+            queue, demand = self._charged[r.job.id]
+            self.quotas.charge(queue, demand)
+        if self.fair:
+            self._job_group[r.job.id] = self._evicted_group.pop(r.job.id)
+            self._g_account(r.job.id, r.placement, +1)
+        self._add_running(r)
+
+    def _add_running(self, r: Running) -> None:
+        self._running[r.job.id] = r
+        if r.preemptible:
+            self._evictable.setdefault(r.priority, set()).add(r.job.id)
+
+    def _drop_running(self, r: Running) -> None:
+        del self._running[r.job.id]
+        if r.preemptible:
+            self._evictable[r.priority].discard(r.job.id)
+
+    # ---------------------------------------------------------------- quotas
+    def _quota(self, job: Job, queue: int) -> tuple[OverQuota | None, np.ndarray | None]:
+        """Whether ``queue`` can take ``job`` now; with per-model GPU quotas, also the mask of
+        nodes whose GPU model it may use (None: any)."""
+        book = self.quotas
+        assert book is not None
+        name = book.queues[queue]
+        t = job.task
+        n = job.tasks
+        cpu, mem, gpu = n * t.cpu_milli, n * t.memory_mib, n * t.gpu_share_milli if t.gpus else 0
+        over = book.check(name, book.demand(cpu, mem, gpu, None))
+        if over is not None or not gpu or not book.per_model:
+            return over, None
+        ok: list[str] = []
+        first: OverQuota | None = None
+        for m in self.view.models:
+            if t.gpu_models and m.name not in t.gpu_models:
+                continue
+            o = book.check(name, book.demand(cpu, mem, gpu, m.name))
+            if o is None:
+                ok.append(m.name)
+            elif first is None:
+                first = o
+        if not ok:
+            return first, None
+        return None, self.view.model_ok(frozenset(ok))
+
+    def _block(self, job: Job, shape: _Shape, why: OverQuota | NoCapacity) -> Skip:
+        """Skip ``job``: its lane waits for a release (in its cohort, for a quota)."""
+        book = self.quotas
+        assert book is not None
+        shape.blocked = why
+        shape.skipped = job.id
+        if isinstance(why, OverQuota):
+            self._blocked.setdefault(int(book.cohort[shape.queue]), set()).add(shape.lane)
+        else:
+            self._blocked_room.add(shape.lane)
+        return Skip(job, why)
+
+    def _charge(self, job: Job, queue: int, placement: JobPlacement) -> None:
+        book = self.quotas
+        assert book is not None
+        view = self.view
+        name = book.queues[queue]
+        total = np.zeros(len(book.resources))
+        for tp in placement.tasks:
+            m = int(view.node_model[tp.node])
+            model = view.models[m].name if m >= 0 else None
+            total += book.demand(tp.cpu_milli, tp.memory_mib, tp.gpu_milli * len(tp.gpus), model)
+        book.charge(name, total)
+        self._charged[job.id] = (name, total)
 
     # ---------------------------------------------------------------- helpers
     def _wake(self) -> None:
@@ -239,8 +671,10 @@ class Scheduler:
             table.flush()  # else nothing tracked waits: the recount can wait for a look
         woken = table.began_to_fit
         if woken:
+            lanes_of = self._lanes_of
             for sid in woken:
-                self._activate(self._shapes[sid])
+                for lane_id in lanes_of[sid]:
+                    self._activate(self._shapes[lane_id])
             woken.clear()
 
     def _no_capacity(self, sid: int) -> NoCapacity:
@@ -250,10 +684,10 @@ class Scheduler:
     def _activate(self, shape: _Shape) -> None:
         if not shape.heap:
             return
-        key = self._pending[shape.heap[0][1].id][0]
+        key = self._fair_key(shape.lane) if self.fair else self._pending[shape.heap[0][1].id][0]
         if shape.active_key is None or key < shape.active_key:
             shape.active_key = key
-            heapq.heappush(self._active, (key, shape.sid))
+            heapq.heappush(self._active, (key, shape.lane))
 
     def _head(self) -> Job | None:
         # Admitted jobs leave _all as they start and removed ones in remove(): the top is current.

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suanli.core.decisions import Admit, JobPlacement
+from suanli.core.decisions import Admit, JobPlacement, Preempt
 from suanli.core.model import ClusterSpec, Job, SpecError
+from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import create
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
+from suanli.core.tenancy import QuotaBook, TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.results import JobRecords, SimResult, summarise
 
@@ -78,12 +80,42 @@ def check_feasible(cluster: ClusterSpec, jobs: Sequence[Job]) -> None:
             )
 
 
+def check_quotas(cluster: ClusterSpec, jobs: Sequence[Job], tenancy: TenancySpec) -> None:
+    """Raise ``ImpossibleJobError`` for the first job its queue can never admit (or that no
+    queue serves): its whole demand must fit the queue's ceiling, on some GPU model it may use
+    when GPUs are governed per model."""
+    book = QuotaBook(tenancy)
+    models = [m.name for m in cluster.gpu_models]
+    seen: set[tuple[object, ...]] = set()
+    for job in jobs:
+        queue = tenancy.queue_of(job)
+        t = job.task
+        key = (queue, t, job.tasks)
+        if key in seen:
+            continue
+        seen.add(key)
+        n = job.tasks
+        gpu = n * t.gpu_share_milli if t.gpus else 0
+        why = book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, None))
+        if why is None and gpu and book.per_model:
+            whys = [
+                book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, m))
+                for m in models
+                if not t.gpu_models or m in t.gpu_models
+            ]
+            why = None if any(w is None for w in whys) else (whys[0] if whys else "no GPU model")
+        if why is not None:
+            raise ImpossibleJobError(f"job {job.id} can never be admitted: {why}")
+
+
 def simulate(
     cluster: ClusterSpec,
     jobs: Sequence[Job],
     policy: PolicySet,
     *,
     seed: int = 0,
+    tenancy: TenancySpec | None = None,
+    preemption: PreemptionConfig | None = None,
     cycle_interval: float = 0.0,
     until: float | None = None,
     ctx: OrderContext | None = None,
@@ -97,16 +129,33 @@ def simulate(
     stops the clock early; jobs not finished by then are reported as unfinished.
     ``progress`` is called now and then with the number of jobs that have arrived.
     ``scheduler`` is the scheduler class (a subclass may change the cycle, e.g. a baseline).
+    ``tenancy`` puts every job under its queue's quota (``suanli.core.tenancy``);
+    ``preemption`` lets the scheduler evict running jobs (``suanli.core.preemption``): a
+    victim is requeued and resumes from its last checkpoint after the restart overhead.
     """
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
     check_feasible(cluster, jobs)
+    if tenancy is not None:
+        check_quotas(cluster, jobs, tenancy)
     # A million-job replay holds millions of long-lived objects; without this, the cyclic
     # garbage collector re-traverses all of them again and again. Restored on the way out.
     gc.collect()
     gc.freeze()
     try:
-        return _run(cluster, jobs, policy, seed, cycle_interval, until, ctx, progress, scheduler)
+        return _run(
+            cluster,
+            jobs,
+            policy,
+            seed,
+            cycle_interval,
+            until,
+            ctx,
+            progress,
+            scheduler,
+            tenancy,
+            preemption,
+        )
     finally:
         gc.unfreeze()
 
@@ -121,6 +170,8 @@ def _run(
     ctx: OrderContext | None,
     progress: Callable[[int], None] | None,
     scheduler: type[Scheduler],
+    tenancy: TenancySpec | None = None,
+    preemption: PreemptionConfig | None = None,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -131,6 +182,8 @@ def _run(
         create("placement", policy.placement),
         strict=policy.strict,
         ctx=ctx,
+        quotas=QuotaBook(tenancy) if tenancy is not None else None,
+        preemption=preemption,
     )
     n = len(jobs)
     times = np.fromiter((j.submit for j in jobs), dtype=np.float64, count=n)
@@ -149,6 +202,17 @@ def _run(
     used_nodes = [0] * n
     running: dict[int, JobPlacement] = {}
     finish_heap: list[tuple[float, int, int]] = []  # (time, sequence, job index)
+    attempt_seq: dict[int, int] = {}  # running job index -> sequence of its finish event
+    # Preemption: work left (seconds at speed 1 with all tasks), this attempt's start, speed
+    # and task count, restart overhead, preemptions and lost GPU-seconds per job.
+    remaining = [j.runtime for j in jobs]
+    attempt_start = [0.0] * n
+    attempt_rate = [1.0] * n  # runtime seconds done per wall second in this attempt
+    attempt_overhead = [0.0] * n
+    preempted = [0] * n
+    lost_gpu_s = [0.0] * n
+    held_s = [0.0] * n  # seconds holding resources, over all attempts
+    overhead = preemption.restart_overhead if preemption is not None else 0.0
     seq = 0
     busy_milli = 0.0
 
@@ -175,10 +239,14 @@ def _run(
             break
         # Finishes first, then arrivals: capacity freed at t is visible to jobs arriving at t.
         while finish_heap and finish_heap[0][0] == t:
-            i = heapq.heappop(finish_heap)[2]
+            _, fseq, i = heapq.heappop(finish_heap)
+            if attempt_seq.get(i) != fseq:
+                continue  # the attempt this event was for was preempted
+            del attempt_seq[i]
             p = running.pop(i)
-            sched.release(p)
+            sched.release(p, jobs[i].id)
             finish[i] = t
+            held_s[i] += t - attempt_start[i]
             busy_milli -= p.gpu_milli * util[i]
         while nxt < n and submit[nxt] == t:
             sched.submit(jobs[nxt])
@@ -190,8 +258,23 @@ def _run(
         # A cycle with nothing pending has nothing to decide: it is not run.
         if len(sched) and (cycle_interval == 0 or t == t_tick):
             cycles += 1
-            for d in sched.cycle(rng):
+            for d in sched.cycle(rng, t):
                 decisions += 1
+                if type(d) is Preempt:
+                    i = index[d.job.id]
+                    p = running.pop(i)
+                    del attempt_seq[i]
+                    busy_milli -= p.gpu_milli * util[i]
+                    # Work since the last checkpoint is lost; the rest is done for good.
+                    worked = max(0.0, t - attempt_start[i] - attempt_overhead[i])
+                    ckpt = jobs[i].checkpoint_interval
+                    kept = math.floor(worked / ckpt) * ckpt if ckpt else 0.0
+                    remaining[i] = max(0.0, remaining[i] - kept * attempt_rate[i])
+                    preempted[i] += 1
+                    lost_gpu_s[i] += p.gpu_milli / 1000.0 * (t - attempt_start[i] - kept)
+                    held_s[i] += t - attempt_start[i]
+                    sched.submit(d.job)
+                    continue
                 if type(d) is Admit:
                     job = d.job
                     i = index[job.id]
@@ -205,13 +288,20 @@ def _run(
                         speed = speeds[tasks[0].node]
                     else:
                         speed = min([speeds[tp.node] for tp in tasks])
-                    start[i] = t
+                    if start[i] != start[i]:  # NaN: the first attempt
+                        start[i] = t
                     placed_tasks[i] = placed
                     held_milli[i] = p.gpu_milli
                     used_nodes[i] = 1 if placed == 1 else len(p.nodes)
                     busy_milli += p.gpu_milli * util[i]
                     seq += 1
-                    duration = job.runtime * job.tasks / placed / speed
+                    rate = placed * speed / job.tasks
+                    extra = overhead if preempted[i] else 0.0
+                    duration = remaining[i] / rate + extra
+                    attempt_start[i] = t
+                    attempt_rate[i] = rate
+                    attempt_overhead[i] = extra
+                    attempt_seq[i] = seq
                     heapq.heappush(finish_heap, (t + duration, seq, i))
         s_t.append(t)
         s_alloc.append(view.allocated_milli)
@@ -226,6 +316,10 @@ def _run(
     rec.tasks = np.array(placed_tasks, dtype=np.int64)
     rec.gpu_milli = np.array(held_milli, dtype=np.int64)
     rec.nodes = np.array(used_nodes, dtype=np.int64)
+    rec.held_s = np.array(held_s)
+    if preemption is not None:
+        rec.preemptions = np.array(preempted, dtype=np.int64)
+        rec.lost_gpu_s = np.array(lost_gpu_s)
     for job in sched.pending_jobs():
         r = sched.reason(job.id)
         if r is not None:

@@ -53,6 +53,12 @@ class JobRecords:
     gpu_milli: np.ndarray
     nodes: np.ndarray
     reason: dict[int, str] = field(default_factory=dict)
+    held_s: np.ndarray | None = None
+    """Seconds each job held its resources, over all its attempts."""
+    preemptions: np.ndarray | None = None
+    """Times each job was preempted (None: preemption was off)."""
+    lost_gpu_s: np.ndarray | None = None
+    """GPU-seconds of work each job lost to preemption (None: preemption was off)."""
 
     @classmethod
     def empty(cls, jobs: Sequence[Job]) -> JobRecords:
@@ -108,6 +114,8 @@ class SimResult:
     records: JobRecords
     job_tenant: list[str]
     job_class: list[str]
+    preemptions: int = 0
+    lost_gpu_hours: float = 0.0
 
     @property
     def decisions_per_s(self) -> float:
@@ -156,6 +164,8 @@ class SimResult:
             "wall_s": self.wall_s,
             "decisions_per_s": self.decisions_per_s,
             "jobs_per_s": self.jobs_per_s,
+            "preemptions": self.preemptions,
+            "lost_gpu_hours": self.lost_gpu_hours,
         }
 
 
@@ -226,4 +236,6 @@ def summarise(
         records=rec,
         job_tenant=tenants,
         job_class=classes,
+        preemptions=int(rec.preemptions.sum()) if rec.preemptions is not None else 0,
+        lost_gpu_hours=float(rec.lost_gpu_s.sum()) / 3600 if rec.lost_gpu_s is not None else 0.0,
     )

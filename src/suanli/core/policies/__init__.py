@@ -3,6 +3,7 @@
 from suanli.core.policies import (  # noqa: F401
     best_fit,
     dot_product,
+    fair_share,
     fgd,
     fgd_baselines,
     fifo,

@@ -1,0 +1,92 @@
+"""Preemption that counts the work it destroys, with anti-thrash rules.
+
+When a job cannot start, the scheduler may evict running jobs to make room. A running job is
+a *candidate victim* of a waiting job only if all of these hold:
+
+* its priority class is preemptible (``PriorityClass.preemptible``; ``online`` and ``high``
+  are not by default);
+* it has run at least ``min_runtime`` seconds (a job just started is protected);
+* it has been preempted fewer than ``max_preemptions`` times in the last ``window`` seconds;
+* and either its priority is strictly lower than the waiting job's, or (``reclaim``) its
+  queue is above its nominal quota while the waiting job's queue, with the job, would stay
+  within its own: the waiting queue takes back what it lent;
+* with quotas, it runs in the waiting job's own queue, or in a queue of the same cohort that
+  is above its nominal quota (borrowing): a queue within its quota keeps it, whatever the
+  priorities (its guarantee holds), and other cohorts are never touched.
+
+Among the candidates the victims are chosen to destroy the least work: candidates are taken
+cheapest first (GPU-seconds since their last checkpoint, then the most recently started)
+until the waiting job fits; then every victim whose eviction turns out not to be needed is
+reprieved, most expensive first. A job is evicted whole (all tasks of a gang), and with it
+all work since its last checkpoint (``Job.checkpoint_interval``; none: all work this
+attempt). The simulator charges that lost work and ``restart_overhead`` when the job resumes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from suanli.core.decisions import JobPlacement
+from suanli.core.model import Job, SpecError
+
+
+@dataclass(frozen=True)
+class PreemptionConfig:
+    """The preemption rules (see the module docstring)."""
+
+    min_runtime: float = 600.0
+    max_preemptions: int = 3
+    window: float = 86_400.0
+    restart_overhead: float = 60.0
+    reclaim: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("min_runtime", "window", "restart_overhead"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise SpecError(f"preemption {name} must be >= 0, got {v}")
+        if self.max_preemptions < 0:
+            raise SpecError(f"preemption max_preemptions must be >= 0, got {self.max_preemptions}")
+
+
+@dataclass(slots=True)
+class Running:
+    """What the scheduler keeps about a running job, for choosing victims."""
+
+    job: Job
+    placement: JobPlacement
+    queue: int
+    start: float
+    priority: int
+    preemptible: bool
+    preempted_at: list[float] = field(default_factory=list)
+    """When this job was preempted before (all attempts)."""
+
+    def since_checkpoint(self, now: float) -> float:
+        """Seconds of this attempt since its last checkpoint (all of it without checkpoints)."""
+        elapsed = max(0.0, now - self.start)
+        interval = self.job.checkpoint_interval
+        if not interval:
+            return elapsed
+        return elapsed - math.floor(elapsed / interval) * interval
+
+    def lost_gpu_seconds(self, now: float) -> float:
+        """GPU-seconds of work an eviction now would destroy."""
+        return self.placement.gpu_milli / 1000.0 * self.since_checkpoint(now)
+
+
+def protected(r: Running, now: float, cfg: PreemptionConfig) -> bool:
+    """Whether ``r`` may not be evicted now whoever asks (class, minimum runtime, thrash)."""
+    if not r.preemptible or now - r.start < cfg.min_runtime:
+        return True
+    if len(r.preempted_at) < cfg.max_preemptions:
+        return False
+    recent = sum(1 for t in r.preempted_at if now - t < cfg.window)
+    return recent >= cfg.max_preemptions
+
+
+def victim_order(candidates: Sequence[Running], now: float) -> list[Running]:
+    """Cheapest first: least work lost, then the most recently started, then by id."""
+    return sorted(candidates, key=lambda r: (r.lost_gpu_seconds(now), -r.start, r.job.id))
