@@ -136,11 +136,13 @@ def test_simulate_json_with_out_keeps_stdout_pure(runner: CliRunner, tmp_path: P
         pytest.param(["-p", "lifo+best-fit"], "unknown queue policy 'lifo'", id="unknown-queue"),
         pytest.param(
             ["-p", "fifo"],
-            "policy set 'fifo': expected QUEUE[/strict]+PLACEMENT",
+            "policy set 'fifo': expected QUEUE[/MODE]+PLACEMENT",
             id="policy-syntax",
         ),
         pytest.param(
-            ["-p", "fifo/lax+best-fit"], "mode must be 'strict' or 'skip'", id="policy-mode"
+            ["-p", "fifo/lax+best-fit"],
+            "mode must be skip, strict, easy or easy-oracle",
+            id="policy-mode",
         ),
         pytest.param(["--cluster", "0x8xH100"], "node count: must be >= 1", id="zero-nodes"),
         pytest.param(["--cluster", "4x8xFOO"], "unknown GPU model 'FOO'", id="unknown-model"),

@@ -291,8 +291,8 @@ def simulate_command(
         typer.Option(
             "--policy",
             "-p",
-            metavar="QUEUE[/strict]+PLACEMENT",
-            help="Policy set QUEUE[/strict]+PLACEMENT, repeatable "
+            metavar="QUEUE[/MODE]+PLACEMENT",
+            help="Policy set QUEUE[/MODE]+PLACEMENT (MODE: skip, strict, easy, easy-oracle), repeatable "
             f"(default: {', '.join(DEFAULT_POLICIES)}). See `suanli policies`.",
         ),
     ] = None,

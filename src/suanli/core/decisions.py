@@ -63,7 +63,19 @@ class HeadOfLine:
         return f"behind blocked head-of-line job {self.head}"
 
 
-Reason = NoCapacity | HeadOfLine | OverQuota
+@dataclass(frozen=True, slots=True)
+class BehindReservation:
+    """The job could start now but would delay the reservation of job ``job`` at ``until``
+    (EASY backfill, ``suanli.core.backfill``)."""
+
+    job: str
+    until: float
+
+    def __str__(self) -> str:
+        return f"behind a reservation for job {self.job} until t={self.until:g} s"
+
+
+Reason = NoCapacity | HeadOfLine | OverQuota | BehindReservation
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from suanli.core.backfill import DEFAULT_ESTIMATE, Reservation, reserve, still_fits
 from suanli.core.decisions import (
     Admit,
+    BehindReservation,
     Decision,
     HeadOfLine,
     JobPlacement,
@@ -80,6 +82,7 @@ class Scheduler:
         ctx: OrderContext | None = None,
         quotas: QuotaBook | None = None,
         preemption: PreemptionConfig | None = None,
+        backfill: str | None = None,
     ) -> None:
         self.view = view
         self.order = order
@@ -106,6 +109,17 @@ class Scheduler:
         self._evictions: list[Preempt] = []  # this cycle's evictions, before their Admit
         self._now = 0.0
         self._preempting = False
+        if backfill not in (None, "easy", "oracle"):
+            raise ValueError(f"backfill must be None, 'easy' or 'oracle', got {backfill!r}")
+        self.backfill = backfill
+        """EASY backfill behind a reservation for the blocked head (``easy``: by the jobs'
+        estimates; ``oracle``: by their true runtimes, a reference); None: plain skip-ahead."""
+        self._track_running = preemption is not None or backfill is not None
+        self._deferred: list[int] = []  # lanes held behind a reservation, for the next cycle
+        self._health_seen = view.health_changes
+        self._reservation: Reservation | None = None  # the head's, kept while it holds
+        self._reservation_key: tuple[str, int] | None = None
+        self._ended = 0  # running jobs that ended or were evicted so far
         # Fair sharing between queues (queue orders drf and fair-share): per group, what it
         # holds now (GPU milli, CPU milli, memory MiB) and its decayed usage.
         self.fair: str | None = getattr(order, "fair", None)
@@ -154,9 +168,9 @@ class Scheduler:
         self._waiting[sid] = waiting + 1
         heapq.heappush(shape.heap, (key, job))
         self._pending[job.id] = (key, lane_id)
-        if self.strict:
+        if self.strict or self.backfill is not None:
             heapq.heappush(self._all, (key, job))
-        else:
+        if not self.strict:
             # Tried in the next cycle: it fits, or it gets its Skip with the reason.
             self._activate(shape)
 
@@ -225,7 +239,7 @@ class Scheduler:
             self.table.untrack_all()
         elif not self._waiting[shape.sid]:
             self.table.set_idle(shape.sid, True)
-        if self.strict:
+        if self.strict or self.backfill is not None:
             self._all = [e for e in self._all if e[1].id != job_id]
             heapq.heapify(self._all)
         if was_head and shape.active_key == entry[0]:
@@ -265,23 +279,25 @@ class Scheduler:
     def release(self, placement: JobPlacement, job_id: str | None = None) -> None:
         """Give a finished or evicted job's resources back to the view (and, with quotas, its
         usage back to its queue: ``job_id`` is then required)."""
+        if job_id is None and (self.fair or self._track_running or self.quotas is not None):
+            raise ValueError(
+                "with quotas, fair sharing, preemption or backfill, release needs the job id"
+            )
         for tp in placement.tasks:
             self.view.release(tp)
         if self.fair:
-            if job_id is None:
-                raise ValueError("with fair sharing, release needs the job id")
+            assert job_id is not None
             self._g_account(job_id, placement, -1)
-        if self.preemption is not None:
-            if job_id is None:
-                raise ValueError("with preemption, release needs the job id")
+        if self._track_running:
+            assert job_id is not None
+            self._ended += 1
             r = self._running.get(job_id)
             if r is not None:
                 self._drop_running(r)
         book = self.quotas
         if book is None:
             return
-        if job_id is None:
-            raise ValueError("with quotas, release needs the job id")
+        assert job_id is not None
         queue, demand = self._charged.pop(job_id)
         book.refund(queue, demand)
         self._wake_blocked(queue)
@@ -327,10 +343,16 @@ class Scheduler:
         return (k[0], self._g_share(shape.group), *k[1:])
 
     def _cycle_skip_ahead(self, rng: np.random.Generator) -> list[Decision]:
+        for lane_id in self._deferred:
+            self._activate(self._shapes[lane_id])
+        self._deferred.clear()
         self._wake()
         decisions: list[Decision] = []
         active = self._active
         table = self.table
+        res: Reservation | None = None
+        head = self._pending_head() if self.backfill is not None else None
+        res_known = head is None
         fair = self.fair
         while active:
             key, lane_id = heapq.heappop(active)
@@ -352,6 +374,14 @@ class Scheduler:
                 or (table.is_tracked(shape.sid) and not table.fits(shape.sid))
             ):
                 continue  # known not to fit, and already told: out until it fits again
+            if not res_known and job is not head:
+                # Worked out when a job behind the head first gets its turn.
+                res_known = True
+                res = self._head_reservation(head)
+            if res is not None and job is not res.job and self._behind(job, res):
+                decisions.append(Skip(job, BehindReservation(res.job.id, res.until)))
+                self._deferred.append(lane_id)  # tried again next cycle
+                continue
             decision = self._try(job, shape, rng)
             if self._evictions:
                 decisions.extend(self._evictions)
@@ -360,6 +390,11 @@ class Scheduler:
             if type(decision) is Admit:
                 self._activate(shape)
             else:
+                if res is None and self.backfill is not None:
+                    res = reserve(
+                        self.view, job, self._running.values(), self._now,
+                        self.backfill == "oracle",
+                    )  # fmt: skip
                 # Out of the active heap until a node change makes the shape fit again.
                 shape.skipped = job.id
         return decisions
@@ -438,7 +473,7 @@ class Scheduler:
         if self.fair:
             self._job_group[job.id] = shape.group
             self._g_account(job.id, placement, +1)
-        if self.preemption is not None:
+        if self._track_running:
             pc = self.ctx.priority_classes.get(job.priority_class)
             self._add_running(
                 Running(
@@ -548,6 +583,7 @@ class Scheduler:
             self._preempting = False
         if type(decision) is not Admit:  # _fits said it would fit: cannot happen
             raise AssertionError(f"job {job.id} fits after evictions but was not placed")
+        self._ended += len(victims)
         for r in victims:
             self._preempted_at.setdefault(r.job.id, []).append(now)
             self._evictions.append(
@@ -611,6 +647,55 @@ class Scheduler:
         if r.preemptible:
             self._evictable[r.priority].discard(r.job.id)
 
+    # ---------------------------------------------------------------- backfill
+    def _pending_head(self) -> Job | None:
+        """The first pending job in queue order (admitted jobs leave ``_all`` lazily)."""
+        heap = self._all
+        while heap:
+            key, job = heap[0]
+            entry = self._pending.get(job.id)
+            if entry is not None and entry[0] == key:
+                return job
+            heapq.heappop(heap)
+        return None
+
+    def _head_reservation(self, head: Job | None) -> Reservation | None:
+        """A reservation for the first pending job, if it cannot start now."""
+        if head is None or head.id not in self._pending:
+            return None
+        shape = self._shapes[self._pending[head.id][1]]
+        blocked = shape.blocked is not None and shape.skipped == head.id
+        if not blocked and not (
+            self.table.is_tracked(shape.sid) and not self.table.fits(shape.sid)
+        ):
+            return None  # the head may well start this cycle
+        key = (head.id, self._ended)
+        if self._reservation_key != key:
+            # Nothing ended since it was made (only jobs it allowed started): it still holds.
+            self._reservation_key = key
+            self._reservation = reserve(
+                self.view, head, self._running.values(), self._now, self.backfill == "oracle"
+            )
+        return self._reservation
+
+    def _behind(self, job: Job, res: Reservation) -> bool:
+        """Whether starting ``job`` now could delay reservation ``res`` (EASY's test)."""
+        oracle = self.backfill == "oracle"
+        est = job.runtime if oracle else job.estimate
+        if self._now + (est if est is not None else DEFAULT_ESTIMATE) <= res.until:
+            return False  # it ends before the reservation starts
+        lane = self._shapes[self._pending[job.id][1]]
+        if self.table.is_tracked(lane.sid) and not self.table.fits(lane.sid):
+            return False  # cannot start anyway: its own Skip says why
+        jp, _, _ = place_job(self.view, job, self.placement, np.random.default_rng(0))
+        if jp is None:
+            return False
+        try:
+            return not still_fits(self.view, res, (tp.node for tp in jp.tasks))
+        finally:
+            for tp in jp.tasks:
+                self.view.release(tp)
+
     # ---------------------------------------------------------------- quotas
     def _quota(self, job: Job, queue: int) -> tuple[OverQuota | None, np.ndarray | None]:
         """Whether ``queue`` can take ``job`` now; with per-model GPU quotas, also the mask of
@@ -665,7 +750,16 @@ class Scheduler:
 
     # ---------------------------------------------------------------- helpers
     def _wake(self) -> None:
-        # Phase 1: shapes that began to fit rejoin the active heap.
+        # Phase 1: shapes that began to fit rejoin the active heap. Lanes waiting for room on
+        # the GPU models their quota allows are woken by releases, and here by a change of
+        # node health (which can make that room too).
+        if self._blocked_room and self.view.health_changes != self._health_seen:
+            self._health_seen = self.view.health_changes
+            for lane_id in self._blocked_room:
+                lane = self._shapes[lane_id]
+                lane.blocked = None
+                self._activate(lane)
+            self._blocked_room = set()
         table = self.table
         if table.waiting_tracked():
             table.flush()  # else nothing tracked waits: the recount can wait for a look
@@ -690,5 +784,5 @@ class Scheduler:
             heapq.heappush(self._active, (key, shape.lane))
 
     def _head(self) -> Job | None:
-        # Admitted jobs leave _all as they start and removed ones in remove(): the top is current.
+        # Strict mode: admitted jobs leave _all as they start and removed ones in remove().
         return self._all[0][1] if self._all else None

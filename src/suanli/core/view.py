@@ -120,6 +120,8 @@ class ClusterView:
         self.listeners: list[Callable[[int], None]] = []
         """Called with a node index after every change of that node's free capacity or health."""
         self.task_listeners: list[Callable[[TaskPlacement, int], None]] = []
+        self.health_changes = 0
+        """How many times a node's health was set (``set_health``)."""
         """Called with each placement allocated (+1) or released (-1), after the node listeners."""
         self._undo: list[TaskPlacement] = []
         self._tracking = 0
@@ -245,6 +247,7 @@ class ClusterView:
         """Mark ``node`` (un)healthy. Placement skips unhealthy nodes; allocations stay."""
         self.healthy[node] = healthy
         self.all_healthy = bool(self.healthy.all())
+        self.health_changes += 1
         for listener in self.listeners:
             listener(node)
 

@@ -38,26 +38,40 @@ class ImpossibleJobError(SpecError):
 
 @dataclass(frozen=True, slots=True)
 class PolicySet:
-    """One combination of policies to simulate, by registry name."""
+    """One combination of policies to simulate, by registry name.
+
+    ``strict``: the head of the queue blocks everything behind it. ``backfill``: skip-ahead
+    behind an EASY reservation for the blocked head (``easy``: by the jobs' estimates;
+    ``oracle``: by their true runtimes, a reference); None: plain skip-ahead.
+    """
 
     queue: str = "fifo"
     placement: str = "best-fit"
     strict: bool = False
+    backfill: str | None = None
 
     @property
     def label(self) -> str:
-        return f"{self.queue}{'/strict' if self.strict else ''}+{self.placement}"
+        mode = "/strict" if self.strict else ""
+        if self.backfill:
+            mode = "/easy" if self.backfill == "easy" else "/easy-oracle"
+        return f"{self.queue}{mode}+{self.placement}"
 
     @classmethod
     def parse(cls, text: str) -> PolicySet:
-        """``QUEUE[/strict]+PLACEMENT``, e.g. ``fifo/strict+first-fit`` or ``priority+best-fit``."""
+        """``QUEUE[/MODE]+PLACEMENT``, e.g. ``fifo/strict+first-fit``, ``priority+best-fit`` or
+        ``fair-share/easy+best-fit``; MODE is ``skip`` (default), ``strict``, ``easy`` or
+        ``easy-oracle``."""
         parts = [p.strip() for p in text.split("+")]
         if len(parts) != 2 or not all(parts):
-            raise SpecError(f"policy set {text!r}: expected QUEUE[/strict]+PLACEMENT")
+            raise SpecError(f"policy set {text!r}: expected QUEUE[/MODE]+PLACEMENT")
         queue, _, mode = (p.strip() for p in parts[0].partition("/"))
-        if mode not in ("", "strict", "skip"):
-            raise SpecError(f"policy set {text!r}: mode must be 'strict' or 'skip', got {mode!r}")
-        return cls(queue=queue, placement=parts[1], strict=mode == "strict")
+        modes = {"": None, "skip": None, "strict": None, "easy": "easy", "easy-oracle": "oracle"}
+        if mode not in modes:
+            raise SpecError(
+                f"policy set {text!r}: mode must be skip, strict, easy or easy-oracle, got {mode!r}"
+            )
+        return cls(queue=queue, placement=parts[1], strict=mode == "strict", backfill=modes[mode])
 
 
 def check_feasible(cluster: ClusterSpec, jobs: Sequence[Job]) -> None:
@@ -85,6 +99,7 @@ def check_quotas(cluster: ClusterSpec, jobs: Sequence[Job], tenancy: TenancySpec
     queue serves): its whole demand must fit the queue's ceiling, on some GPU model it may use
     when GPUs are governed per model."""
     book = QuotaBook(tenancy)
+    view = ClusterView(cluster)
     models = [m.name for m in cluster.gpu_models]
     seen: set[tuple[object, ...]] = set()
     for job in jobs:
@@ -98,12 +113,22 @@ def check_quotas(cluster: ClusterSpec, jobs: Sequence[Job], tenancy: TenancySpec
         gpu = n * t.gpu_share_milli if t.gpus else 0
         why = book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, None))
         if why is None and gpu and book.per_model:
-            whys = [
-                book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, m))
-                for m in models
-                if not t.gpu_models or m in t.gpu_models
-            ]
-            why = None if any(w is None for w in whys) else (whys[0] if whys else "no GPU model")
+            usable = [m for m in models if not t.gpu_models or m in t.gpu_models]
+            whys = {
+                m: book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, m))
+                for m in usable
+            }
+            allowed = [m for m, w in whys.items() if w is None]
+            if not allowed:
+                why = next(iter(whys.values()), None) or "no GPU model it may use"
+            else:
+                # The models its quota allows must also be able to hold it, on an empty cluster.
+                k = view.fit_counts(t, job.tasks) * view.model_ok(frozenset(allowed))
+                if int(k.sum()) < job.min_tasks:
+                    why = (
+                        f"queue {queue} allows GPU models {', '.join(allowed)}, whose nodes fit "
+                        f"only {int(k.sum())} of its {job.min_tasks} task(s)"
+                    )
         if why is not None:
             raise ImpossibleJobError(f"job {job.id} can never be admitted: {why}")
 
@@ -184,6 +209,7 @@ def _run(
         ctx=ctx,
         quotas=QuotaBook(tenancy) if tenancy is not None else None,
         preemption=preemption,
+        backfill=policy.backfill,
     )
     n = len(jobs)
     times = np.fromiter((j.submit for j in jobs), dtype=np.float64, count=n)
@@ -212,6 +238,9 @@ def _run(
     preempted = [0] * n
     lost_gpu_s = [0.0] * n
     held_s = [0.0] * n  # seconds holding resources, over all attempts
+    att_job: list[int] = []  # every finished or preempted attempt: job index, start, end
+    att_start: list[float] = []
+    att_end: list[float] = []
     overhead = preemption.restart_overhead if preemption is not None else 0.0
     seq = 0
     busy_milli = 0.0
@@ -247,6 +276,9 @@ def _run(
             sched.release(p, jobs[i].id)
             finish[i] = t
             held_s[i] += t - attempt_start[i]
+            att_job.append(i)
+            att_start.append(attempt_start[i])
+            att_end.append(t)
             busy_milli -= p.gpu_milli * util[i]
         while nxt < n and submit[nxt] == t:
             sched.submit(jobs[nxt])
@@ -273,6 +305,9 @@ def _run(
                     preempted[i] += 1
                     lost_gpu_s[i] += p.gpu_milli / 1000.0 * (t - attempt_start[i] - kept)
                     held_s[i] += t - attempt_start[i]
+                    att_job.append(i)
+                    att_start.append(attempt_start[i])
+                    att_end.append(t)
                     sched.submit(d.job)
                     continue
                 if type(d) is Admit:
@@ -317,6 +352,11 @@ def _run(
     rec.gpu_milli = np.array(held_milli, dtype=np.int64)
     rec.nodes = np.array(used_nodes, dtype=np.int64)
     rec.held_s = np.array(held_s)
+    rec.attempts = (
+        np.array(att_job, dtype=np.int64),
+        np.array(att_start),
+        np.array(att_end),
+    )
     if preemption is not None:
         rec.preemptions = np.array(preempted, dtype=np.int64)
         rec.lost_gpu_s = np.array(lost_gpu_s)

@@ -55,6 +55,9 @@ class JobRecords:
     reason: dict[int, str] = field(default_factory=dict)
     held_s: np.ndarray | None = None
     """Seconds each job held its resources, over all its attempts."""
+    attempts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    """Every attempt that ended (finished or preempted): job index, start, end. A job's
+    milli-GPU held is ``gpu_milli`` (the same in each attempt for whole-GPU jobs)."""
     preemptions: np.ndarray | None = None
     """Times each job was preempted (None: preemption was off)."""
     lost_gpu_s: np.ndarray | None = None

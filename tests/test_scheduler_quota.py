@@ -1,0 +1,1040 @@
+"""The scheduler under quotas: nominal, borrowing and lending in cohorts, per-model GPU quotas,
+quota-blocked lanes in skip-ahead and strict mode, and the simulator's admission checks.
+
+Unit cases on small clusters first; then properties on random clusters, queues and job
+streams, checked against ``quota_builders.Ledger`` (the quota rules restated without
+``QuotaBook``) and against usage recomputed from placements and simulated records.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import nullcontext
+from types import SimpleNamespace
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+
+from builders import (
+    A100,
+    MODELS,
+    cluster,
+    cpu_only,
+    frac,
+    gpus_cluster,
+    job,
+    node,
+    order,
+    placement,
+    rng,
+    states_equal,
+    task,
+)
+from quota_builders import (
+    H100,
+    G,
+    Ledger,
+    add,
+    placed_demand,
+    qsched,
+    queue,
+    record_demand,
+    tenancy,
+    whole_demand,
+)
+from suanli.core.decisions import Admit, HeadOfLine, NoCapacity, Skip
+from suanli.core.model import ClusterSpec, Job, SpecError, TaskRequest
+from suanli.core.scheduler import Scheduler
+from suanli.core.tenancy import (
+    CPU,
+    GPU,
+    MEMORY,
+    OverQuota,
+    QueueSpec,
+    QuotaBook,
+    TenancySpec,
+    gpu_of,
+)
+from suanli.core.view import ClusterView, TaskPlacement
+from suanli.sim import engine
+from suanli.sim.engine import ImpossibleJobError, PolicySet, check_feasible, check_quotas, simulate
+
+MODES = {"skip-ahead": False, "strict": True}
+
+
+def ids(decisions) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    return [(type(d).__name__, d.job.id) for d in decisions]
+
+
+def admitted(decisions) -> list[str]:  # type: ignore[no-untyped-def]
+    return [d.job.id for d in decisions if isinstance(d, Admit)]
+
+
+def run_one(s: Scheduler, *jobs: Job) -> list:  # type: ignore[type-arg]
+    """Submit ``jobs`` and run one cycle; return its decisions."""
+    for j in jobs:
+        s.submit(j)
+    return s.cycle(rng())
+
+
+def held(spec: ClusterSpec, decisions) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """What the admitted jobs among ``decisions`` hold, from their placements."""
+    total: dict[str, int] = {}
+    for d in decisions:
+        if isinstance(d, Admit):
+            add(total, placed_demand(spec, d.placement.tasks))
+    return total
+
+
+# ------------------------------------------------------------------ a queue alone: its nominal
+
+# (id, the queue "q" (no cohort), jobs that start, the job that then waits, its reason)
+NOMINAL = [
+    (
+        "gpu",
+        queue("q", nominal={GPU: 2 * G}),
+        [job("a", 0, queue="q"), job("b", 1, queue="q")],
+        job("c", 2, queue="q"),
+        OverQuota("q", GPU, G, 0, "nominal"),
+    ),
+    (
+        "gang",
+        queue("q", nominal={GPU: 3 * G}),
+        [job("a", 0, gpus=2, queue="q")],
+        job("b", 1, tasks=2, queue="q"),
+        OverQuota("q", GPU, 2 * G, G, "nominal"),
+    ),
+    (
+        "fractional",
+        queue("q", nominal={GPU: G}),
+        [job("a", 0, t=frac(600), queue="q")],
+        job("b", 1, t=frac(600), queue="q"),
+        OverQuota("q", GPU, 600, 400, "nominal"),
+    ),
+    (
+        "cpu",
+        queue("q", nominal={CPU: 4 * G}),
+        [job("a", 0, t=cpu_only(3 * G), queue="q")],
+        job("b", 1, t=cpu_only(3 * G), queue="q"),
+        OverQuota("q", CPU, 3 * G, G, "nominal"),
+    ),
+    (
+        "memory",
+        queue("q", nominal={MEMORY: 10_240}),
+        [job("a", 0, t=task(1, mem=6_144), queue="q")],
+        job("b", 1, t=task(1, mem=6_144), queue="q"),
+        OverQuota("q", MEMORY, 6_144, 4_096, "nominal"),
+    ),
+    (
+        "borrowing-limit-without-a-cohort",  # nothing to borrow from: the nominal binds
+        queue("q", nominal={GPU: 2 * G}, borrow={GPU: 4 * G}),
+        [job("a", 0, gpus=2, queue="q")],
+        job("b", 1, queue="q"),
+        OverQuota("q", GPU, G, 0, "nominal"),
+    ),
+    (
+        "zero-nominal",
+        queue("q", nominal={GPU: 0}),
+        [],
+        job("a", 0, queue="q"),
+        OverQuota("q", GPU, G, 0, "nominal"),
+    ),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "q, started, waits, reason", [r[1:] for r in NOMINAL], ids=[r[0] for r in NOMINAL]
+)
+def test_a_queue_without_a_cohort_holds_at_most_its_nominal(
+    q: QueueSpec, started: list[Job], waits: Job, reason: OverQuota, mode: str
+) -> None:
+    spec = gpus_cluster(8, 8)  # capacity never binds
+    s = qsched(spec, q, strict=MODES[mode])
+    d = run_one(s, *started, waits)
+    assert ids(d) == [("Admit", j.id) for j in started] + [("Skip", waits.id)]
+    assert d[-1] == Skip(waits, reason)
+    assert s.reason(waits.id) == reason
+    # What runs, recomputed from the placements, plus what is still available is the nominal.
+    assert held(spec, d).get(reason.resource, 0) + reason.available == q.nominal[reason.resource]
+    # Nothing changed: skip-ahead passes the lane over silently; strict reports its head again.
+    assert s.cycle(rng()) == ([Skip(waits, reason)] if MODES[mode] else [])
+    assert s.reason(waits.id) == reason
+    if started:
+        s.release(d[0].placement, d[0].job.id)  # a release in its own queue lets it start
+        assert ids(s.cycle(rng())) == [("Admit", waits.id)]
+        assert s.reason(waits.id) is None and len(s) == 0
+
+
+def test_resources_no_queue_names_are_not_governed() -> None:
+    spec = gpus_cluster(8)
+    s = qsched(spec, queue("q", nominal={GPU: G}))
+    d = run_one(
+        s,
+        job("cpu", 0, t=cpu_only(60 * G, 400_000), queue="q"),
+        job("gpu", 1, t=task(1, cpu=G, mem=1_000), queue="q"),
+        job("more", 2, t=cpu_only(G), queue="q"),
+    )
+    assert ids(d) == [("Admit", "cpu"), ("Admit", "gpu"), ("Admit", "more")]
+
+
+# (reason, its text)
+TEXTS = [
+    (
+        OverQuota("q", GPU, 2 * G, 500, "nominal"),
+        "over quota: queue q needs 2 GPUs of gpu, can take 0.5 more (nominal)",
+    ),
+    (
+        OverQuota("q", CPU, 3 * G, G, "cohort"),
+        "over quota: queue q needs 3 CPUs of cpu, can take 1 more (cohort)",
+    ),
+    (
+        OverQuota("q", MEMORY, 6_144, 4_096, "borrowing limit"),
+        "over quota: queue q needs 6 GiB of memory, can take 4 more (borrowing limit)",
+    ),
+    (
+        OverQuota("q", gpu_of("H100"), 8 * G, 0, "nominal"),
+        "over quota: queue q needs 8 GPUs of gpu:H100, can take 0 more (nominal)",
+    ),
+]
+
+
+@pytest.mark.parametrize("reason, text", TEXTS, ids=[r.resource for r, _ in TEXTS])
+def test_over_quota_text(reason: OverQuota, text: str) -> None:
+    assert str(reason) == text
+
+
+# ------------------------------------------------------------------ cohorts: borrowing and lending
+
+
+def pair(a: dict | None = None, b: dict | None = None) -> tuple[QueueSpec, QueueSpec]:  # type: ignore[type-arg]
+    """Queues a and b in cohort c, 4 GPUs of nominal each unless told otherwise."""
+    base = {"nominal": {GPU: 4 * G}}
+    return queue("a", "c", **{**base, **(a or {})}), queue("b", "c", **{**base, **(b or {})})
+
+
+# (id, queues, then twice: (queue, one-GPU jobs it submits), how many start, why the next waits)
+COHORT = [
+    (
+        "borrows-idle-quota",
+        pair(),
+        (("a", 10), 8, OverQuota("a", GPU, G, 0, "cohort")),
+        (("b", 2), 0, OverQuota("b", GPU, G, 0, "cohort")),  # lent: no preemption takes it back
+    ),
+    (
+        "borrowing-limit-binds",
+        pair(a={"borrow": {GPU: 2 * G}}),
+        (("a", 10), 6, OverQuota("a", GPU, G, 0, "borrowing limit")),
+        (("b", 3), 2, OverQuota("b", GPU, G, 0, "cohort")),
+    ),
+    (
+        "lending-limit-keeps-a-reserve",  # b lends 1 of its 4: a gets 5, b keeps 3 for itself
+        pair(b={"lend": {GPU: G}}),
+        (("a", 10), 5, OverQuota("a", GPU, G, 0, "cohort")),
+        (("b", 4), 3, OverQuota("b", GPU, G, 0, "cohort")),
+    ),
+    (
+        "an-idle-reserve-is-not-lent",  # a lends nothing: b cannot go above its own 4
+        pair(a={"lend": {GPU: 0}}),
+        (("b", 10), 4, OverQuota("b", GPU, G, 0, "cohort")),
+        (("a", 5), 4, OverQuota("a", GPU, G, 0, "cohort")),
+    ),
+    (
+        "no-nominal-runs-on-borrowed-quota",
+        pair(a={"nominal": {GPU: 0}}),
+        (("a", 10), 4, OverQuota("a", GPU, G, 0, "cohort")),
+        (("b", 1), 0, OverQuota("b", GPU, G, 0, "cohort")),
+    ),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "queues, first, second", [r[1:] for r in COHORT], ids=[r[0] for r in COHORT]
+)
+def test_cohort_borrowing_and_lending(queues, first, second, mode: str) -> None:  # type: ignore[no-untyped-def]
+    spec = gpus_cluster(8, 8)  # 16 GPUs: capacity never binds
+    s = qsched(spec, *queues, strict=MODES[mode])
+    ledger = Ledger(tenancy(*queues))
+    t = 0.0
+    running = {}
+    waiting = []
+    for (name, n), starts, reason in (first, second):
+        jobs = [job(f"{name}{i}", t + i, queue=name) for i in range(n)]
+        t += n
+        d = run_one(s, *jobs)
+        assert ids(d) == [("Admit", j.id) for j in jobs[:starts]] + [("Skip", jobs[starts].id)]
+        assert d[-1].reason == reason and s.reason(jobs[starts].id) == reason
+        running.update((x.job.id, x.placement) for x in d if isinstance(x, Admit))
+        ledger.charge(name, held(spec, d))
+        assert ledger.violations() == []
+        assert not ledger.admits(name, whole_demand(jobs[starts]))  # the oracle agrees
+        if name == first[0][0]:
+            # Withdraw the first round's waiting jobs (in strict mode they would block the
+            # second round's).
+            for j in jobs[starts:]:
+                assert s.remove(j.id)
+        else:
+            waiting = [j.id for j in jobs[starts:]]
+    # Once everything running has finished, the second round's waiting jobs all start.
+    for jid, p in running.items():
+        s.release(p, jid)
+    assert admitted(s.cycle(rng())) == waiting and len(s) == 0
+
+
+# (id, queues a and b of one cohort, GPUs a runs, the gang it asks for next, why it waits)
+AVAILABLE = [
+    (
+        "borrowing-limit",  # a may hold 6: 3 more
+        pair(a={"borrow": {GPU: 2 * G}}),
+        3,
+        job("gang", 1, gpus=2, tasks=2, queue="a"),
+        OverQuota("a", GPU, 4 * G, 3 * G, "borrowing limit"),
+    ),
+    (
+        "cohort",  # the pool is a's 4 and b's 1: 2 left
+        pair(b={"nominal": {GPU: 2 * G}, "lend": {GPU: G}}),
+        3,
+        job("gang", 1, tasks=4, queue="a"),
+        OverQuota("a", GPU, 4 * G, 2 * G, "cohort"),
+    ),
+    (
+        "both-bind-the-least-counts",  # 3 more by the borrowing limit, 2 left in the pool
+        pair(a={"borrow": {GPU: 2 * G}}, b={"lend": {GPU: G}}),
+        3,
+        job("gang", 1, gpus=2, tasks=2, queue="a"),
+        OverQuota("a", GPU, 4 * G, 2 * G, "borrowing limit"),
+    ),
+    (
+        "reserve-left-plus-pool",  # a reserves 3 (1 left) and the pool is a's 1: 2 more
+        pair(a={"lend": {GPU: G}}, b={"lend": {GPU: 0}}),
+        2,
+        job("gang", 1, tasks=4, queue="a"),
+        OverQuota("a", GPU, 4 * G, 2 * G, "cohort"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "queues, runs, gang, reason", [r[1:] for r in AVAILABLE], ids=[r[0] for r in AVAILABLE]
+)
+def test_a_reason_says_how_much_more_the_queue_can_take(queues, runs, gang, reason) -> None:  # type: ignore[no-untyped-def]
+    s = qsched(gpus_cluster(8, 8), *queues)
+    d = run_one(s, job("run", 0, gpus=runs, queue="a"), gang)
+    assert ids(d) == [("Admit", "run"), ("Skip", "gang")]
+    assert d[1].reason == reason
+    # The oracle agrees: exactly `available` more GPUs fit, one more does not.
+    ledger = Ledger(tenancy(*queues))
+    ledger.charge("a", held(gpus_cluster(8, 8), d))
+    assert ledger.admits("a", {GPU: reason.available})
+    assert not ledger.admits("a", {GPU: reason.available + G})
+
+
+# ------------------------------------------------------------------ per-model GPU quotas
+
+# A100 and H100 nodes alternate, A100 first: first-fit would take A100 without the quota.
+MIXED = cluster(node("a0", 8, A100), node("h0", 8, H100), node("a1", 8, A100), node("h1", 8, H100))
+H100_ONLY = queue("q", nominal={gpu_of("H100"): 16 * G, gpu_of("A100"): 0})
+
+# (id, jobs of queue q that use up its 16 H100 GPUs)
+SIXTEEN = [
+    ("one-gpu-jobs", [job(f"j{i:02d}", i, queue="q") for i in range(16)]),
+    ("four-gpu-jobs", [job(f"j{i}", i, gpus=4, queue="q") for i in range(4)]),
+    ("gang-over-two-nodes", [job("j", 0, gpus=8, tasks=2, queue="q")]),
+    (
+        "mixed-sizes",
+        [
+            job("j0", 0, gpus=8, queue="q"),
+            job("j1", 1, gpus=4, queue="q"),
+            job("j2", 2, gpus=2, queue="q"),
+            job("j3", 3, gpus=1, queue="q"),
+            job("j4", 4, t=frac(500), tasks=2, queue="q"),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("place", ["first-fit", "best-fit", "worst-fit"])
+@pytest.mark.parametrize("jobs", [r[1] for r in SIXTEEN], ids=[r[0] for r in SIXTEEN])
+def test_per_model_quota_places_only_on_allowed_models(jobs: list[Job], place: str) -> None:
+    s = qsched(MIXED, H100_ONLY, place=place)
+    d = run_one(s, *jobs)
+    assert admitted(d) == [j.id for j in jobs]
+    assert {tp.node for a in d for tp in a.placement.tasks} <= {1, 3}  # the H100 nodes
+    assert held(MIXED, d)[gpu_of("H100")] == 16 * G
+    # H100 quota used up: the next job waits over quota, though the A100 nodes are all free.
+    late = job("late", 99, queue="q")
+    (skip,) = run_one(s, late)
+    r = skip.reason
+    assert isinstance(r, OverQuota) and s.reason("late") == r
+    assert (r.queue, r.need, r.available, r.limit) == ("q", G, 0, "nominal")
+    assert r.resource in (gpu_of("H100"), gpu_of("A100"))
+    assert s.view.node_full_free.tolist()[0::2] == [8, 8]
+    # It starts on H100 once an H100 job finishes.
+    s.release(d[0].placement, d[0].job.id)
+    (a,) = s.cycle(rng())
+    assert isinstance(a, Admit) and a.job.id == "late" and a.placement.nodes[0] in (1, 3)
+
+
+def test_a_model_whose_quota_cannot_take_the_whole_job_is_left_out() -> None:
+    q = queue("q", nominal={gpu_of("H100"): 4 * G, gpu_of("A100"): 4 * G})
+    s = qsched(MIXED, q)
+    d = run_one(s, job("x", 0, gpus=3, queue="q"), job("y", 1, tasks=4, queue="q"))
+    assert admitted(d) == ["x", "y"]
+    # x took 3 GPUs of the first A100 node. y's 4 tasks could take the A100 GPU left and 3 on
+    # H100, but its whole demand must fit one model's quota: only H100's can take it.
+    assert d[0].placement.nodes == (0,)
+    assert {tp.node for tp in d[1].placement.tasks} <= {1, 3}
+    assert held(MIXED, d) == {
+        CPU: 0,
+        MEMORY: 0,
+        GPU: 7 * G,
+        gpu_of("A100"): 3 * G,
+        gpu_of("H100"): 4 * G,
+    }
+
+
+def test_a_gang_over_two_allowed_models_is_charged_to_each() -> None:
+    spec = cluster(node("a0", 4, A100), node("h0", 4, H100))
+    q = queue("q", nominal={gpu_of("H100"): 8 * G, gpu_of("A100"): 8 * G})
+    s = qsched(spec, q)
+    (a,) = run_one(s, job("x", 0, gpus=4, tasks=2, queue="q"))
+    assert isinstance(a, Admit) and a.placement.nodes in ((0, 1), (1, 0))
+    assert s.quotas is not None
+    book = s.quotas
+    usage = dict(zip(book.resources, book.usage[book.index["q"]].tolist(), strict=True))
+    assert usage == {gpu_of("A100"): 4 * G, gpu_of("H100"): 4 * G}
+    # Each model has 4 GPUs of quota left: another 8-GPU gang fits neither alone.
+    (skip,) = run_one(s, job("y", 1, gpus=4, tasks=2, queue="q"))
+    assert isinstance(skip.reason, OverQuota) and skip.reason.available == 4 * G
+    s.release(a.placement, "x")
+    assert admitted(s.cycle(rng())) == ["y"]
+
+
+def test_the_any_model_gpu_quota_binds_beside_per_model_quotas() -> None:
+    q = queue("q", nominal={GPU: 8 * G, gpu_of("H100"): 16 * G, gpu_of("A100"): 16 * G})
+    s = qsched(MIXED, q)
+    d = run_one(s, *[job(f"j{i}", i, gpus=2, queue="q") for i in range(5)])
+    assert ids(d) == [("Admit", f"j{i}") for i in range(4)] + [("Skip", "j4")]
+    assert d[-1].reason == OverQuota("q", GPU, 2 * G, 0, "nominal")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_room_on_the_allowed_models_waits_for_a_release(mode: str) -> None:
+    spec = cluster(node("h0", 8, H100), node("a0", 8, A100))
+    other = queue("other", nominal={gpu_of("H100"): 8 * G, gpu_of("A100"): 8 * G})
+    q = queue("q", nominal={gpu_of("H100"): 8 * G, gpu_of("A100"): 0})
+    s = qsched(spec, other, q, strict=MODES[mode])
+    (run,) = run_one(s, job("run", 0, gpus=8, queue="other"))
+    assert run.placement.nodes == (0,)
+    d = run_one(s, job("x", 1, gpus=4, queue="q"))
+    assert ids(d) == [("Skip", "x")] and isinstance(d[0].reason, NoCapacity)
+    assert s.reason("x") == d[0].reason
+    assert s.view.node_full_free.tolist() == [0, 8]  # room on A100, but not for q
+    assert s.cycle(rng()) == (d if MODES[mode] else [])
+    s.release(run.placement, "run")
+    (a,) = s.cycle(rng())
+    assert isinstance(a, Admit) and a.placement.nodes == (0,)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_allowed_node_back_to_health_wakes_a_job_waiting_for_room(mode: str) -> None:
+    # The H100 node starts unhealthy; q may use H100 only. Nothing runs, so no release will
+    # ever come: the node's return to health is the only event that can start the job.
+    spec = cluster(node("a0", 8, A100), node("h0", 8, H100, healthy=False))
+    s = qsched(
+        spec, queue("q", nominal={gpu_of("H100"): 8 * G, gpu_of("A100"): 0}), strict=MODES[mode]
+    )
+    assert ids(run_one(s, job("x", 0, gpus=4, queue="q"))) == [("Skip", "x")]
+    s.view.set_health(1, True)
+    d = s.cycle(rng())
+    assert ids(d) == [("Admit", "x")] and d[0].placement.nodes == (1,)
+
+
+# ------------------------------------------------------------------ blocked lanes
+
+
+def _three_lanes(strict: bool) -> tuple[Scheduler, list]:  # type: ignore[type-arg]
+    """One shape (1 GPU), three lanes: a and p share cohort x (1 GPU each), b is in cohort y
+    (2 GPUs). Capacity (16 GPUs) never binds."""
+    qs = (
+        queue("a", "x", nominal={GPU: G}),
+        queue("p", "x", nominal={GPU: G}),
+        queue("b", "y", nominal={GPU: 2 * G}),
+    )
+    s = qsched(gpus_cluster(8, 8), *qs, strict=strict)
+    d = run_one(
+        s,
+        job("p1", 0, queue="p"),
+        job("a1", 1, queue="a"),
+        job("a2", 2, queue="a"),
+        job("b1", 3, queue="b"),
+        job("b2", 4, queue="b"),
+        job("b3", 5, queue="b"),
+    )
+    return s, d
+
+
+def test_a_lane_over_quota_is_skipped_silently_until_a_release_in_its_cohort() -> None:
+    s, d = _three_lanes(strict=False)
+    cycles = [d]
+    # a's lane is over quota; b's lane of the same shape goes ahead of it.
+    assert ids(d) == [
+        ("Admit", "p1"),
+        ("Admit", "a1"),
+        ("Skip", "a2"),
+        ("Admit", "b1"),
+        ("Admit", "b2"),
+        ("Skip", "b3"),
+    ]
+    assert d[2].reason == OverQuota("a", GPU, G, 0, "cohort")
+    assert d[5].reason == OverQuota("b", GPU, G, 0, "cohort")
+    placements = {x.job.id: x.placement for x in d if isinstance(x, Admit)}
+    # Nothing changed (a later job joins a's blocked lane): no decision at all.
+    s.submit(job("a3", 6, queue="a"))
+    cycles.append(s.cycle(rng()))
+    assert s.reason("a2") == OverQuota("a", GPU, G, 0, "cohort")
+    # A release in cohort y retries b's lane only.
+    s.release(placements["b1"], "b1")
+    cycles.append(s.cycle(rng()))
+    # A release in cohort x retries a's lane: its head starts, the next one is over quota.
+    s.release(placements["p1"], "p1")
+    cycles.append(s.cycle(rng()))
+    assert [ids(c) for c in cycles[1:]] == [
+        [],
+        [("Admit", "b3")],
+        [("Admit", "a2"), ("Skip", "a3")],
+    ]
+    assert [len(c) for c in cycles] == [6, 0, 1, 2]
+    assert s.reason("a3") == OverQuota("a", GPU, G, 0, "cohort")
+
+
+def test_strict_a_head_over_quota_blocks_the_line() -> None:
+    s, d = _three_lanes(strict=True)
+    reason = OverQuota("a", GPU, G, 0, "cohort")
+    assert ids(d) == [("Admit", "p1"), ("Admit", "a1"), ("Skip", "a2")]
+    assert d[-1].reason == reason and s.reason("a2") == reason
+    for other in ("b1", "b2", "b3"):
+        assert s.reason(other) == HeadOfLine("a2")
+    assert ids(s.cycle(rng())) == [("Skip", "a2")]  # reported in every cycle
+    s.release(d[0].placement, "p1")
+    d = s.cycle(rng())
+    assert ids(d) == [("Admit", "a2"), ("Admit", "b1"), ("Admit", "b2"), ("Skip", "b3")]
+    assert s.reason("b3") == OverQuota("b", GPU, G, 0, "cohort")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_partial_gang_is_charged_its_whole_demand(mode: str) -> None:
+    # The quota check takes all of a job's tasks, not its gang minimum: with a quota equal to
+    # the cluster, a partial gang that would start without quotas waits.
+    spec = gpus_cluster(8)
+    jobs = (job("r", 0, gpus=4, queue="q"), job("p", 1, tasks=8, gang_min=2, queue="q"))
+    plain = Scheduler(ClusterView(spec), order("fifo"), placement("first-fit"), strict=MODES[mode])
+    d = run_one(plain, *jobs)
+    assert admitted(d) == ["r", "p"] and len(d[1].placement.tasks) == 4
+    s = qsched(spec, queue("q", nominal={GPU: 8 * G}), strict=MODES[mode])
+    d = run_one(s, *jobs)
+    assert ids(d) == [("Admit", "r"), ("Skip", "p")]
+    assert d[1].reason == OverQuota("q", GPU, 8 * G, 4 * G, "nominal")
+
+
+# ------------------------------------------------------------------ release
+
+
+def _one_running() -> tuple[Scheduler, Admit]:
+    s = qsched(gpus_cluster(4), queue("q", nominal={GPU: 2 * G}))
+    (a,) = run_one(s, job("x", 0, gpus=2, queue="q"))
+    assert isinstance(a, Admit)
+    return s, a
+
+
+def test_release_needs_the_job_id_with_quotas() -> None:
+    s, a = _one_running()
+    with pytest.raises(ValueError, match="release needs the job id"):
+        s.release(a.placement)
+
+
+def test_a_refused_release_changes_nothing() -> None:
+    # The refusal must come before the view gives the resources back: else the queue stays
+    # charged for capacity that is free, and the release with the id then fails.
+    s, a = _one_running()
+    before = s.view.state()
+    with pytest.raises(ValueError):
+        s.release(a.placement)
+    assert states_equal(before, s.view.state())
+    s.release(a.placement, "x")
+    assert run_one(s, job("y", 1, gpus=2, queue="q"))[0].job.id == "y"
+
+
+# ------------------------------------------------------------------ routing and impossible jobs
+
+ORG = tenancy(
+    queue("vision", org="ai-lab/vision"),
+    queue("nlp", org="/ai-lab/nlp/"),
+    queue("lab", org="ai-lab"),
+    queue("all"),
+)
+
+# (id, tenant, queue the job names, queue it is charged to)
+ROUTES = [
+    ("named-queue-wins", "ai-lab/vision/x", "nlp", "nlp"),
+    ("deepest-org", "ai-lab/vision/x", "default", "vision"),
+    ("the-org-itself", "ai-lab/vision", "default", "vision"),
+    ("slashes-are-trimmed", "ai-lab/nlp", "default", "nlp"),
+    ("parent-org", "ai-lab/speech", "default", "lab"),
+    ("a-prefix-is-not-a-subtree", "ai-lab/visionary", "default", "lab"),
+    ("catch-all", "elsewhere", "nope", "all"),
+]
+
+
+@pytest.mark.parametrize(
+    "tenant, named, expect", [r[1:] for r in ROUTES], ids=[r[0] for r in ROUTES]
+)
+def test_queue_of(tenant: str, named: str, expect: str) -> None:
+    assert ORG.queue_of(job("j", tenant=tenant, queue=named)) == expect
+
+
+# (id, queues, the job, the message after "job big can never be admitted: ")
+IMPOSSIBLE = [
+    (
+        "nominal",
+        (queue("q", nominal={GPU: 4 * G}),),
+        job("big", 1, gpus=8, queue="q"),
+        "queue q can never hold 8 GPUs of gpu (its most: 4)",
+    ),
+    (
+        "gang",
+        (queue("q", nominal={GPU: 4 * G}),),
+        job("big", 1, gpus=2, tasks=3, gang_min=1, queue="q"),
+        "queue q can never hold 6 GPUs of gpu (its most: 4)",
+    ),
+    (
+        "borrowing-limit",
+        (
+            queue("a", "c", nominal={GPU: 4 * G}, borrow={GPU: 2 * G}),
+            queue("b", "c", nominal={GPU: 8 * G}),
+        ),
+        job("big", 1, gpus=7, queue="a"),
+        "queue a can never hold 7 GPUs of gpu (its most: 6)",
+    ),
+    (
+        "lending-limit",
+        (
+            queue("a", "c", nominal={GPU: 2 * G}),
+            queue("b", "c", nominal={GPU: 8 * G}, lend={GPU: 3 * G}),
+        ),
+        job("big", 1, gpus=6, queue="a"),
+        "queue a can never hold 6 GPUs of gpu (its most: 5)",
+    ),
+    (
+        "cpu",
+        (queue("q", nominal={CPU: 2 * G}),),
+        job("big", 1, t=cpu_only(3 * G), queue="q"),
+        "queue q can never hold 3 CPUs of cpu (its most: 2)",
+    ),
+    (
+        "memory",
+        (queue("q", nominal={MEMORY: 4_096}),),
+        job("big", 1, t=task(1, mem=8_192), queue="q"),
+        "queue q can never hold 8 GiB of memory (its most: 4)",
+    ),
+    (
+        "per-model",
+        (H100_ONLY,),
+        job("big", 1, t=task(2, models={"A100"}), queue="q"),
+        "queue q can never hold 2 GPUs of gpu:A100 (its most: 0)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "queues, big, why", [r[1:] for r in IMPOSSIBLE], ids=[r[0] for r in IMPOSSIBLE]
+)
+def test_simulate_refuses_a_job_its_queue_can_never_admit(queues, big: Job, why: str) -> None:  # type: ignore[no-untyped-def]
+    ok = job("ok", 0, t=task(1, cpu=G, mem=1_024), queue=big.queue)
+    ten = tenancy(*queues)
+    with pytest.raises(
+        ImpossibleJobError, match=re.escape(f"job big can never be admitted: {why}")
+    ):
+        simulate(MIXED, [ok, big], PolicySet(), tenancy=ten)
+    check_quotas(MIXED, [ok], ten)  # the admissible job alone passes
+
+
+def test_simulate_refuses_a_job_no_queue_serves() -> None:
+    ten = tenancy(queue("vision", org="ai-lab/vision", nominal={GPU: 8 * G}))
+    lost = job("lost", 0, tenant="ai-lab/speech", queue="speech")
+    msg = "job lost: no queue 'speech' and no queue serves tenant 'ai-lab/speech'"
+    with pytest.raises(SpecError, match=re.escape(msg)):
+        simulate(MIXED, [job("v", 0, tenant="ai-lab/vision/x"), lost], PolicySet(), tenancy=ten)
+    s = qsched(MIXED, *ten.queues)
+    with pytest.raises(SpecError, match=re.escape(msg)):
+        s.submit(lost)
+    assert len(s) == 0
+
+
+def test_simulate_refuses_a_job_its_allowed_models_cannot_hold() -> None:
+    # q may hold 16 H100 GPUs, but the cluster has one 8-GPU H100 node: a gang of two 8-GPU
+    # tasks fits the cluster (with the A100 node) and fits the quota, but can never be placed
+    # where the quota allows. It must be refused up front, not left pending forever.
+    spec = cluster(node("h0", 8, H100), node("a0", 8, A100))
+    ten = tenancy(queue("q", nominal={gpu_of("H100"): 16 * G, gpu_of("A100"): 0}))
+    big = job("big", 0, 10, gpus=8, tasks=2, queue="q")
+    with pytest.raises(ImpossibleJobError, match="job big"):
+        res = simulate(spec, [big], PolicySet(), tenancy=ten)
+        assert res.unfinished == 0, res.records.reason
+
+
+# ------------------------------------------------------------------ properties
+
+FAST = settings(
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
+SPEED_MODEL = {m.speed: m.name for m in MODELS}  # distinct speeds: a placement's speed names it
+assert len(SPEED_MODEL) == len(MODELS)
+
+GPU_AMOUNTS = [0, G, 2 * G, 4 * G, 4 * G, 8 * G]
+AMOUNTS = {
+    GPU: GPU_AMOUNTS,
+    CPU: [0, 8 * G, 32 * G, 64 * G],
+    MEMORY: [0, 32_000, 128_000, 256_000],
+}
+
+
+@st.composite
+def small_clusters(draw, healthy: bool = True) -> ClusterSpec:  # type: ignore[no-untyped-def]
+    nodes = [
+        node(
+            f"n{i}",
+            draw(st.sampled_from([0, 4, 8, 8])),
+            draw(st.sampled_from(MODELS)),
+            cpu=draw(st.sampled_from([16 * G, 64 * G])),
+            mem=draw(st.sampled_from([64_000, 256_000])),
+            healthy=healthy or draw(st.sampled_from([True, True, False])),
+        )
+        for i in range(draw(st.integers(1, 4)))
+    ]
+    return cluster(*nodes)
+
+
+@st.composite
+def tenancies(draw, spec: ClusterSpec) -> TenancySpec:  # type: ignore[no-untyped-def]
+    """1-3 queues in up to two cohorts (or none); every queue names every governed resource
+    (a resource one queue names is governed for all, with a nominal of 0 where unnamed)."""
+    governed = [r for r in (GPU, CPU, MEMORY) if draw(st.sampled_from([True, False]))] or [GPU]
+    models = [m.name for m in spec.gpu_models]
+    if models and draw(st.sampled_from([True, False])):
+        governed += [gpu_of(m) for m in models]
+    queues = []
+    for i in range(draw(st.integers(1, 3))):
+        amounts = {r: AMOUNTS.get(r, GPU_AMOUNTS) for r in governed}
+        nominal = {r: draw(st.sampled_from(a)) for r, a in amounts.items()}
+        borrow = {r: draw(st.sampled_from(a)) for r, a in amounts.items() if draw(st.booleans())}
+        lend = {r: draw(st.sampled_from(a)) for r, a in amounts.items() if draw(st.booleans())}
+        cohort = draw(st.sampled_from([None, "c0", "c0", "c1"]))
+        queues.append(queue(f"q{i}", cohort, nominal=nominal, borrow=borrow, lend=lend))
+    return tenancy(*queues)
+
+
+@st.composite
+def quota_jobs(draw, spec: ClusterSpec, ten: TenancySpec, partial: bool = True) -> list[Job]:  # type: ignore[no-untyped-def]
+    """2-16 jobs of random queues and shapes. A job of several tasks asks for one GPU model,
+    so that the model every job ran on can be told from its simulated speed."""
+    names = [q.name for q in ten.queues]
+    models = [m.name for m in spec.gpu_models] or ["V100"]
+    jobs = []
+    t = 0.0
+    for i in range(draw(st.integers(2, 16))):
+        t += draw(st.sampled_from([0.0, 0.0, 0.0, 1.0, 2.5, 10.0]))
+        kind = draw(st.sampled_from(["whole", "whole", "whole", "multi", "frac", "cpu"]))
+        tasks = draw(st.sampled_from([1, 1, 1, 2, 3]))
+        cpu = draw(st.sampled_from([0, 0, G, 4 * G]))
+        mem = draw(st.sampled_from([0, 0, 8_000, 32_000]))
+        pinned = frozenset([draw(st.sampled_from(models))]) if tasks > 1 else frozenset()
+        if kind == "cpu":
+            t_req = TaskRequest(0, 1000, 0, max(cpu, 500), mem)
+        elif kind == "frac":
+            t_req = TaskRequest(1, draw(st.sampled_from([250, 500, 750])), 0, cpu, mem, pinned)
+        else:
+            gpus = 1 if kind == "whole" else draw(st.sampled_from([2, 2, 4, 8]))
+            t_req = TaskRequest(gpus, 1000, 0, cpu, mem, pinned)
+        jobs.append(
+            job(
+                f"j{i:02d}",
+                t,
+                draw(st.sampled_from([1.0, 5.0, 10.0, 30.0])),
+                t_req,
+                tasks=tasks,
+                gang_min=draw(st.integers(0, tasks)) if partial and tasks > 1 else 0,
+                queue=draw(st.sampled_from(names)),
+                priority_class=draw(st.sampled_from(["normal", "high", "spot"])),
+            )
+        )
+    return jobs
+
+
+def admissible(spec: ClusterSpec, ten: TenancySpec, jobs: list[Job]) -> list[Job]:
+    """The jobs that could run alone on the empty cluster under their queues' quotas.
+
+    Checks ``check_quotas`` against the oracle on the way: a job passes it exactly when its
+    queue could take its whole demand with nothing else running (on some model it may use).
+    """
+    ledger = Ledger(ten)
+    models = [m.name for m in spec.gpu_models]
+    out = []
+    for j in jobs:
+        try:
+            check_feasible(spec, [j])
+        except ImpossibleJobError:
+            continue
+        q = ten.queue_of(j)
+        allowed = ledger.allowed_models(q, j, models)
+        oracle = ledger.admits(q, whole_demand(j)) and allowed != []
+        try:
+            check_quotas(spec, [j], ten)
+        except ImpossibleJobError:
+            assert not oracle, f"check_quotas refuses {j}, which {q} can admit"
+            continue
+        assert oracle, f"check_quotas passes {j}, which {q} can never admit"
+        if allowed is not None:
+            # Where its quota allows it, it must fit too (check_quotas does not look: see
+            # test_simulate_refuses_a_job_its_allowed_models_cannot_hold).
+            nodes = tuple(n for n in spec.nodes if n.gpu_model and n.gpu_model.name in allowed)
+            try:
+                check_feasible(ClusterSpec("allowed", nodes), [j])
+            except (ImpossibleJobError, SpecError):
+                continue
+        out.append(j)
+    return out
+
+
+@st.composite
+def setups(draw, partial: bool = True) -> tuple[ClusterSpec, TenancySpec, list[Job]]:  # type: ignore[no-untyped-def]
+    spec = draw(small_clusters())
+    ten = draw(tenancies(spec))
+    jobs = draw(quota_jobs(spec, ten, partial))
+    kept = admissible(spec, ten, jobs)
+    assume(len(kept) >= 2)
+    event(f"jobs kept: {'some' if len(kept) < len(jobs) else 'all'}")
+    if any(r.startswith("gpu:") for q in ten.queues for r in q.nominal):
+        event("per-model quotas")
+    return spec, ten, kept
+
+
+# simulate() collects garbage before every run (it pays off on million-job replays); on these
+# tiny runs inside Hypothesis that is most of the time and changes no result, so the
+# properties run without it.
+_NO_GC = SimpleNamespace(collect=lambda *a: 0, freeze=lambda: None, unfreeze=lambda: None)
+
+
+def sim(*args, **kw):  # type: ignore[no-untyped-def]
+    """``simulate`` without its garbage collection."""
+    with mock.patch.object(engine, "gc", _NO_GC) if hasattr(engine, "gc") else nullcontext():
+        return simulate(*args, **kw)
+
+
+POLICIES = [
+    PolicySet(q, p, strict) for q in ("fifo", "priority") for p in ("best-fit", "first-fit")
+    for strict in (False, True)
+]  # fmt: skip
+
+
+def usage_violations(spec: ClusterSpec, ten: TenancySpec, jobs: list[Job], res) -> list[str]:  # type: ignore[no-untyped-def]
+    """Limits broken at any start time, with usage recomputed from the simulated records."""
+    rec = res.records
+    by_id = {j.id: j for j in jobs}
+    ledger = Ledger(ten)
+    per_model = any(r.startswith("gpu:") for r in ledger.resources)
+    held_by = []
+    for i, jid in enumerate(rec.ids):
+        j = by_id[jid]
+        placed, milli = int(rec.tasks[i]), int(rec.gpu_milli[i])
+        model = None
+        if per_model and milli:
+            speed = j.runtime * j.tasks / placed / (rec.finish[i] - rec.start[i])
+            model = SPEED_MODEL[min(SPEED_MODEL, key=lambda s: abs(s - speed))]
+            assert not j.task.gpu_models or model in j.task.gpu_models
+        held_by.append((ten.queue_of(j), record_demand(j, placed, milli, model)))
+    out = []
+    for t in np.unique(rec.start):
+        ledger = Ledger(ten)
+        for i, (q, d) in enumerate(held_by):
+            if rec.start[i] <= t < rec.finish[i]:
+                ledger.charge(q, d)
+        out += [f"t={t}: {v}" for v in ledger.violations()]
+    return out
+
+
+@settings(FAST, max_examples=80)
+@given(
+    setup=setups(),
+    policy=st.sampled_from(POLICIES),
+    interval=st.sampled_from([0.0, 0.0, 7.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_simulated_usage_stays_within_quotas_and_every_job_finishes(  # type: ignore[no-untyped-def]
+    setup, policy, interval, seed
+) -> None:
+    spec, ten, jobs = setup
+    res = sim(spec, jobs, policy, seed=seed, tenancy=ten, cycle_interval=interval)
+    assert res.unfinished == 0 and res.finished == len(jobs), res.records.reason
+    assert usage_violations(spec, ten, jobs, res) == []
+
+
+@settings(FAST, max_examples=30)
+@given(
+    setup=setups(),
+    policy=st.sampled_from(
+        [*POLICIES, PolicySet("fifo", "random"), PolicySet("priority", "random", True)]
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_same_seed_same_start_times(setup, policy, seed) -> None:  # type: ignore[no-untyped-def]
+    spec, ten, jobs = setup
+    a = sim(spec, jobs, policy, seed=seed, tenancy=ten).records
+    b = sim(spec, jobs, policy, seed=seed, tenancy=ten).records
+    assert np.array_equal(a.start, b.start, equal_nan=True)
+    assert np.array_equal(a.tasks, b.tasks)
+
+
+@st.composite
+def unbound(draw) -> tuple[ClusterSpec, TenancySpec, list[Job]]:  # type: ignore[no-untyped-def]
+    """One queue whose nominal is the whole cluster, and jobs that start with all their tasks
+    (a partial gang is charged its whole demand: see test_a_partial_gang_is_charged_...)."""
+    spec = draw(small_clusters(healthy=False))
+    nodes = spec.nodes
+    whole = {
+        GPU: sum(n.gpus for n in nodes) * G,
+        CPU: sum(n.cpu_milli for n in nodes),
+        MEMORY: sum(n.memory_mib for n in nodes),
+    }
+    ten = tenancy(queue("everyone", nominal=whole))
+    jobs = []
+    for j in draw(quota_jobs(spec, ten, partial=False)):
+        try:
+            check_feasible(spec, [j])
+        except ImpossibleJobError:
+            continue
+        jobs.append(j)
+    return spec, ten, jobs
+
+
+@settings(FAST, max_examples=50)
+@given(setup=unbound(), policy=st.sampled_from(POLICIES), seed=st.integers(0, 2**16))
+def test_quotas_that_never_bind_change_nothing(setup, policy, seed) -> None:  # type: ignore[no-untyped-def]
+    spec, ten, jobs = setup
+    plain = sim(spec, jobs, policy, seed=seed).records
+    quota = sim(spec, jobs, policy, seed=seed, tenancy=ten).records
+    assert np.array_equal(plain.start, quota.start, equal_nan=True)
+    assert np.array_equal(plain.finish, quota.finish, equal_nan=True)
+    assert np.array_equal(plain.tasks, quota.tasks)
+
+
+ops_lists = st.lists(
+    st.tuples(
+        st.sampled_from(["submit", "submit", "cycle", "release", "remove"]), st.integers(0, 999)
+    ),
+    max_size=30,
+)
+
+
+@settings(FAST, max_examples=100)
+@given(
+    setup=setups(),
+    ops=ops_lists,
+    queue_order=st.sampled_from(["fifo", "priority"]),
+    place=st.sampled_from(["best-fit", "first-fit", "worst-fit", "random"]),
+    strict=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_cycles_admit_within_quota_and_leave_nothing_admissible_waiting(  # type: ignore[no-untyped-def]
+    setup, ops, queue_order, place, strict, seed
+) -> None:
+    """Random submits, cycles, releases and removals, then a drain. Each admission fits its
+    queue's quota and lands on models the quota allows; each OverQuota is true when given;
+    after each cycle no pending job (skip-ahead), or not the head (strict), could start now."""
+    spec, ten, jobs = setup
+    s = Scheduler(
+        ClusterView(spec),
+        order(queue_order),
+        placement(place),
+        strict=strict,
+        quotas=QuotaBook(ten),
+    )
+    ledger = Ledger(ten)
+    models = [m.name for m in spec.gpu_models]
+    queue_of = {j.id: ten.queue_of(j) for j in jobs}
+    running: dict[str, tuple[TaskPlacement, ...]] = {}
+    placements = {}
+    gen = np.random.default_rng(seed)
+    nxt = 0
+    tail = [("submit", 0)] * len(jobs) + [("cycle", 0), ("release", 0)] * (2 * len(jobs) + 2)
+    for kind, arg in [*ops, *tail]:
+        if kind == "submit" and nxt < len(jobs):
+            s.submit(jobs[nxt])
+            nxt += 1
+        elif kind == "remove" and len(s):
+            pending = sorted(j.id for j in s.pending_jobs())
+            assert s.remove(pending[arg % len(pending)])
+        elif kind == "release" and running:
+            jid = sorted(running)[arg % len(running)]
+            ledger.refund(queue_of[jid], placed_demand(spec, running.pop(jid)))
+            s.release(placements.pop(jid), jid)
+        elif kind == "cycle":
+            for d in s.cycle(gen):
+                q = queue_of[d.job.id]
+                allowed = ledger.allowed_models(q, d.job, models)
+                fits_quota = ledger.admits(q, whole_demand(d.job)) and allowed != []
+                if isinstance(d, Admit):
+                    assert fits_quota, f"{d.job.id} admitted over the quota of {q}"
+                    tasks = d.placement.tasks
+                    if allowed is not None:
+                        on_models = {spec.nodes[tp.node].gpu_model.name for tp in tasks}  # type: ignore[union-attr]
+                        assert on_models <= set(allowed), (d.job.id, on_models, allowed)
+                    ledger.charge(q, placed_demand(spec, tasks))
+                    if any(ledger.used(q, r) > ledger.nominal(q, r) for r in ledger.resources):
+                        event("admit borrowing")
+                    running[d.job.id] = tasks
+                    placements[d.job.id] = d.placement
+                elif isinstance(d.reason, OverQuota):
+                    event(f"over quota ({d.reason.limit})")
+                    assert d.reason.queue == q and not fits_quota, (d, ledger.usage)
+                    name = d.reason.resource
+                    model = name[len("gpu:") :] if name.startswith("gpu:") else None
+                    assert d.reason.need == whole_demand(d.job, model)[name]
+                else:
+                    event("no capacity" if allowed is None else "no room on allowed models")
+                    assert fits_quota, f"{d.job.id}: {d.reason}, but it is over quota"
+            assert ledger.violations() == []
+            pending = s.pending_jobs()
+            for j in pending[:1] if strict else pending:
+                assert not could_start(s.view, ledger, queue_of[j.id], j, models), j.id
+            for j in pending:
+                why = s.reason(j.id)
+                if isinstance(why, OverQuota):  # still true, however long ago it was found
+                    q = queue_of[j.id]
+                    assert why.queue == q
+                    allowed = ledger.allowed_models(q, j, models)
+                    assert not ledger.admits(q, whole_demand(j)) or allowed == [], (j.id, why)
+                elif isinstance(why, HeadOfLine):
+                    assert strict and why.head == pending[0].id != j.id
+    assert len(s) == 0, [(j.id, s.reason(j.id)) for j in s.pending_jobs()]
+
+
+def could_start(view: ClusterView, ledger: Ledger, q: str, j: Job, models: list[str]) -> bool:
+    """Would ``j`` be admitted now: its queue takes its whole demand, and enough of its tasks
+    fit on the nodes of the models the quota allows it?"""
+    allowed = ledger.allowed_models(q, j, models)
+    if not ledger.admits(q, whole_demand(j)) or allowed == []:
+        return False
+    k = view.fit_counts(j.task, j.tasks)
+    if allowed is not None:
+        k = k * view.model_ok(frozenset(allowed))
+    return int(k.sum()) >= j.min_tasks
