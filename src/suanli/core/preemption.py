@@ -63,14 +63,19 @@ class Running:
     preemptible: bool
     preempted_at: list[float] = field(default_factory=list)
     """When this job was preempted before (all attempts)."""
+    overhead: float = 0.0
+    """Restart overhead at the start of this attempt (a resumed job's), during which no work
+    is done."""
 
     def since_checkpoint(self, now: float) -> float:
-        """Seconds of this attempt since its last checkpoint (all of it without checkpoints)."""
+        """Seconds of this attempt an eviction now would waste: all but the work saved at its
+        last checkpoint (checkpoints count working time, after the restart overhead)."""
         elapsed = max(0.0, now - self.start)
         interval = self.job.checkpoint_interval
         if not interval:
             return elapsed
-        return elapsed - math.floor(elapsed / interval) * interval
+        worked = max(0.0, elapsed - self.overhead)
+        return elapsed - math.floor(worked / interval) * interval
 
     def lost_gpu_seconds(self, now: float) -> float:
         """GPU-seconds of work an eviction now would destroy."""

@@ -117,6 +117,8 @@ class Scheduler:
         self._track_running = preemption is not None or backfill is not None
         self._deferred: list[int] = []  # lanes held behind a reservation, for the next cycle
         self._health_seen = view.health_changes
+        self._protect_wake = math.inf  # the earliest end of a protection that blocked a job
+        self._protect_lanes: set[int] = set()
         self._reservation: Reservation | None = None  # the head's, kept while it holds
         self._reservation_key: tuple[str, int] | None = None
         self._ended = 0  # running jobs that ended or were evicted so far
@@ -276,13 +278,18 @@ class Scheduler:
         return self._no_capacity(sid)
 
     # ---------------------------------------------------------------- capacity changes
-    def release(self, placement: JobPlacement, job_id: str | None = None) -> None:
+    def release(
+        self, placement: JobPlacement, job_id: str | None = None, now: float | None = None
+    ) -> None:
         """Give a finished or evicted job's resources back to the view (and, with quotas, its
-        usage back to its queue: ``job_id`` is then required)."""
+        usage back to its queue: ``job_id`` is then required). ``now``, when given, lets
+        decayed fair-share usage count the job up to the moment it ended."""
         if job_id is None and (self.fair or self._track_running or self.quotas is not None):
             raise ValueError(
                 "with quotas, fair sharing, preemption or backfill, release needs the job id"
             )
+        if now is not None and self.fair == "usage":
+            self._g_decay(now)
         for tp in placement.tasks:
             self.view.release(tp)
         if self.fair:
@@ -346,6 +353,14 @@ class Scheduler:
         for lane_id in self._deferred:
             self._activate(self._shapes[lane_id])
         self._deferred.clear()
+        if self._now >= self._protect_wake:
+            # A protection that kept a job from evicting has ended: try those jobs again.
+            self._protect_wake = math.inf
+            for lane_id in self._protect_lanes:
+                lane = self._shapes[lane_id]
+                lane.skipped = None
+                self._activate(lane)
+            self._protect_lanes.clear()
         self._wake()
         decisions: list[Decision] = []
         active = self._active
@@ -389,6 +404,10 @@ class Scheduler:
             decisions.append(decision)
             if type(decision) is Admit:
                 self._activate(shape)
+                if head is not None and job is head:
+                    # The head started: the next pending job is the one to reserve for.
+                    head = self._pending_head()
+                    res, res_known = None, head is None
             else:
                 if res is None and self.backfill is not None:
                     res = reserve(
@@ -475,6 +494,7 @@ class Scheduler:
             self._g_account(job.id, placement, +1)
         if self._track_running:
             pc = self.ctx.priority_classes.get(job.priority_class)
+            history = self._preempted_at.get(job.id, [])
             self._add_running(
                 Running(
                     job,
@@ -483,7 +503,8 @@ class Scheduler:
                     self._now,
                     self.ctx.priority(job),
                     pc.preemptible if pc is not None else False,
-                    self._preempted_at.get(job.id, []),
+                    history,
+                    self.preemption.restart_overhead if self.preemption and history else 0.0,
                 )
             )
 
@@ -530,8 +551,17 @@ class Scheduler:
                     kind = "priority" if lower else "reclaim" if reclaiming else ""
                 else:
                     kind = ""  # another queue within its quota, or another cohort: never
-                if kind and not protected(r, now, cfg):
-                    kinds[i] = kind
+                if kind:
+                    if not protected(r, now, cfg):
+                        kinds[i] = kind
+                    elif r.preemptible:
+                        # Protected for now: worth another look when its protection ends.
+                        until = r.start + cfg.min_runtime
+                        if now >= until and r.preempted_at:
+                            until = min(r.preempted_at) + cfg.window
+                        if until > now:
+                            self._protect_wake = min(self._protect_wake, until)
+                            self._protect_lanes.add(shape.lane)
         if not kinds:
             return None
         # Cheap necessary condition, by GPU share alone: counting each node's free share plus

@@ -273,7 +273,7 @@ def _run(
                 continue  # the attempt this event was for was preempted
             del attempt_seq[i]
             p = running.pop(i)
-            sched.release(p, jobs[i].id)
+            sched.release(p, jobs[i].id, t)
             finish[i] = t
             held_s[i] += t - attempt_start[i]
             att_job.append(i)
