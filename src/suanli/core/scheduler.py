@@ -49,6 +49,7 @@ from suanli.core.model import MILLI, Job
 from suanli.core.preemption import PreemptionConfig, Running, protected, victim_order
 from suanli.core.seams import OrderContext, Placement, QueueOrder
 from suanli.core.shapes import ShapeTable
+from suanli.core.shares import Shares
 from suanli.core.tenancy import OverQuota, QuotaBook
 from suanli.core.view import ClusterView
 
@@ -125,18 +126,11 @@ class Scheduler:
         # Fair sharing between queues (queue orders drf and fair-share): per group, what it
         # holds now (GPU milli, CPU milli, memory MiB) and its decayed usage.
         self.fair: str | None = getattr(order, "fair", None)
-        self._half_life: float = getattr(order, "half_life", math.inf)
-        self._groups: dict[str, int] = {}
-        self._g_weight: list[float] = []
-        self._g_held = np.zeros((0, 3))
-        self._g_decayed = np.zeros(0)
-        self._g_clock = 0.0
-        self._job_group: dict[str, int] = {}
-        self._evicted_group: dict[str, int] = {}
         caps = np.array(
             [view.total_gpus * MILLI, float(view.cap_cpu.sum()), float(view.cap_mem.sum())]
         )
-        self._g_inv_cap = np.where(caps > 0, 1.0 / np.maximum(caps, 1.0), 0.0)
+        self._shares = Shares(self.fair or "drf", getattr(order, "half_life", math.inf), caps)
+        self._evicted_group: dict[str, int] = {}
         self._active: list[tuple[Any, int]] = []  # heads of shapes worth trying, by key
         self._all: list[tuple[Any, Job]] = []  # strict mode: every pending job, by key
 
@@ -179,44 +173,9 @@ class Scheduler:
     def _group_of(self, job: Job, queue: int) -> int:
         """The fair-share group of ``job``: its quota queue, or its queue name."""
         book = self.quotas
-        name = book.queues[queue] if book is not None and queue >= 0 else job.queue
-        g = self._groups.get(name)
-        if g is None:
-            g = self._groups[name] = len(self._groups)
-            weight = 1.0
-            if book is not None and queue >= 0:
-                weight = book.spec.queues[queue].weight
-            self._g_weight.append(weight)
-            self._g_held = np.vstack((self._g_held, np.zeros(3)))
-            self._g_decayed = np.append(self._g_decayed, 0.0)
-        return g
-
-    def _g_share(self, g: int) -> float:
-        """Group ``g``'s current fair-share key (lower goes first)."""
-        if self.fair == "drf":
-            return float((self._g_held[g] * self._g_inv_cap).max()) / self._g_weight[g]
-        return float(self._g_decayed[g]) / self._g_weight[g]
-
-    def _g_account(self, job_id: str, placement: JobPlacement, sign: int) -> None:
-        g = self._job_group[job_id] if sign < 0 else self._job_group.setdefault(job_id, 0)
-        held = self._g_held[g]
-        for tp in placement.tasks:
-            held[0] += sign * tp.gpu_milli * len(tp.gpus)
-            held[1] += sign * tp.cpu_milli
-            held[2] += sign * tp.memory_mib
-        if sign < 0:
-            del self._job_group[job_id]
-
-    def _g_decay(self, now: float) -> None:
-        """Advance every group's decayed usage to ``now`` (usage held constant since)."""
-        dt = now - self._g_clock
-        if dt <= 0 or not len(self._g_decayed):
-            return
-        self._g_clock = now
-        h = self._half_life
-        f = 0.5 ** (dt / h)
-        dominant = (self._g_held * self._g_inv_cap).max(axis=1)
-        self._g_decayed = self._g_decayed * f + dominant * (h / math.log(2)) * (1.0 - f)
+        if book is not None and queue >= 0:
+            return self._shares.group(book.queues[queue], book.spec.queues[queue].weight)
+        return self._shares.group(job.queue)
 
     def _queue_index(self, job: Job) -> int:
         book = self.quotas
@@ -289,12 +248,12 @@ class Scheduler:
                 "with quotas, fair sharing, preemption or backfill, release needs the job id"
             )
         if now is not None and self.fair == "usage":
-            self._g_decay(now)
+            self._shares.decay(now)
         for tp in placement.tasks:
             self.view.release(tp)
         if self.fair:
             assert job_id is not None
-            self._g_account(job_id, placement, -1)
+            self._shares.stop(job_id, placement)
         if self._track_running:
             assert job_id is not None
             self._ended += 1
@@ -328,7 +287,7 @@ class Scheduler:
         assumed on the view. ``now`` matters only to preemption (minimum runtimes, lost work)."""
         self._now = now
         if self.fair == "usage":
-            self._g_decay(now)
+            self._shares.decay(now)
         if self.fair:
             # Shares moved since the heads were pushed: re-key them all (a few per queue).
             lanes = {
@@ -347,7 +306,7 @@ class Scheduler:
         """A lane head's dynamic key: priority, then its group's share, then FIFO."""
         shape = self._shapes[lane]
         k = self._pending[shape.heap[0][1].id][0]
-        return (k[0], self._g_share(shape.group), *k[1:])
+        return (k[0], self._shares.share(shape.group), *k[1:])
 
     def _cycle_skip_ahead(self, rng: np.random.Generator) -> list[Decision]:
         for lane_id in self._deferred:
@@ -490,8 +449,7 @@ class Scheduler:
         if shape.queue >= 0:
             self._charge(job, shape.queue, placement)
         if self.fair:
-            self._job_group[job.id] = shape.group
-            self._g_account(job.id, placement, +1)
+            self._shares.start(job.id, shape.group, placement)
         if self._track_running:
             pc = self.ctx.priority_classes.get(job.priority_class)
             history = self._preempted_at.get(job.id, [])
@@ -650,9 +608,7 @@ class Scheduler:
             queue, demand = self._charged[r.job.id]
             self.quotas.refund(queue, demand)
         if self.fair:
-            g = self._job_group[r.job.id]
-            self._g_account(r.job.id, r.placement, -1)
-            self._evicted_group[r.job.id] = g
+            self._evicted_group[r.job.id] = self._shares.stop(r.job.id, r.placement)
         self._drop_running(r)
 
     def _restore(self, r: Running) -> None:
@@ -663,8 +619,7 @@ class Scheduler:
             queue, demand = self._charged[r.job.id]
             self.quotas.charge(queue, demand)
         if self.fair:
-            self._job_group[r.job.id] = self._evicted_group.pop(r.job.id)
-            self._g_account(r.job.id, r.placement, +1)
+            self._shares.start(r.job.id, self._evicted_group.pop(r.job.id), r.placement)
         self._add_running(r)
 
     def _add_running(self, r: Running) -> None:
