@@ -198,6 +198,12 @@ def replay(
     arrived = 0
     failed = 0
     tasks = work.tasks
+
+    def read_out() -> None:
+        alloc.append(view.allocated_milli)
+        free = (view.gpu_free_milli, view.free_cpu, view.free_mem)
+        frag.append(float(fragmentation(*free, model_col, work.target, access).sum()))
+
     demand = work.demand.tolist()
     for i in seq.tolist():
         job = Job(str(i), 0.0, 1.0, tasks[i])
@@ -209,34 +215,10 @@ def replay(
             curve[gi] = view.allocated_milli
             gi += 1
         while len(alloc) < len(marks) and arrived >= marks[len(alloc)]:
-            alloc.append(view.allocated_milli)
-            frag.append(
-                float(
-                    fragmentation(
-                        view.gpu_free_milli,
-                        view.free_cpu,
-                        view.free_mem,
-                        model_col,
-                        work.target,
-                        access,
-                    ).sum()
-                )
-            )
+            read_out()
     curve[gi:] = view.allocated_milli
     while len(alloc) < len(marks):  # the tuned list ends just short of its last mark
-        alloc.append(view.allocated_milli)
-        frag.append(
-            float(
-                fragmentation(
-                    view.gpu_free_milli,
-                    view.free_cpu,
-                    view.free_mem,
-                    model_col,
-                    work.target,
-                    access,
-                ).sum()
-            )
-        )
+        read_out()
     return RunResult(
         workload=work.name,
         policy=policy,
