@@ -21,7 +21,7 @@ Configurations (all with a scheduling cycle every ``--cycle-interval`` seconds, 
 * ``slurm``: shared quotas, fair share (decayed usage) with EASY backfill
   (``fair-share/easy+best-fit``; plain ``fair-share+best-fit`` where the policy set does not
   know ``/easy``, as printed), no preemption;
-* ``suanli``: the best of ``SUANLI_CANDIDATES`` by the issue's criteria (beat static on GPU
+* ``suanli``: the best of ``suanli_candidates()`` by the issue's criteria (beat static on GPU
   allocation and mean JCT, every tenant's entitlement met >= ``--share-threshold``, beat
   fifo-pool on the P99 queueing delay of high-priority jobs), ranked by how many criteria
   hold, then the smallest entitlement met, then mean JCT. By default only ``SUANLI_DEFAULT``
@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from suanli.cli.simulate import scale_arrivals
 from suanli.core.model import (
     DEFAULT_PRIORITY_CLASSES,
     MILLI,
@@ -119,22 +120,29 @@ def baselines(slurm_policy: str) -> list[Config]:
     ]
 
 
+SUANLI_DEFAULT = Config(
+    "suanli", "fair-share+best-fit", "shared", preempt=True, reserve=0.9, reclaim_high=True
+)
+"""The winner of the last ``--search`` (see the module docstring)."""
+
+
 def suanli_candidates(easy: bool) -> list[Config]:
+    """What ``--search`` tries (``/easy`` ones only where the policy sets know it)."""
     out = [
         Config("suanli", "fair-share+best-fit", "shared", preempt=True),
         Config("suanli", "drf+best-fit", "shared", preempt=True),
-        Config("suanli", "fair-share+frag-balance", "shared", preempt=True),
         Config("suanli", "fair-share+best-fit", "shared", preempt=True, reclaim_high=True),
         Config("suanli", "fair-share+best-fit", "shared", True, reserve=0.8, reclaim_high=True),
+        SUANLI_DEFAULT,
+        Config("suanli", "fair-share+frag-balance", "shared", True, reserve=0.9, reclaim_high=True),
     ]
     if easy:
-        out.insert(1, Config("suanli", "fair-share/easy+best-fit", "shared", preempt=True))
+        out.append(
+            Config(
+                "suanli", "fair-share/easy+best-fit", "shared", True, reserve=0.9, reclaim_high=True
+            )
+        )
     return out
-
-
-SUANLI_DEFAULT = Config(
-    "suanli", "fair-share+best-fit", "shared", True, reserve=0.8, reclaim_high=True
-)
 
 
 # ------------------------------------------------------------------------------- workload
@@ -159,7 +167,7 @@ def setup(time_scale: float, seed: int, interval: float, cycle: float, threshold
     """Load Philly, compress it, draw priorities and checkpoints, derive the quotas."""
     global _STATE
     loaded = resolve_trace("philly")
-    jobs = [dataclasses.replace(j, submit=j.submit * time_scale) for j in loaded.jobs]
+    jobs = scale_arrivals(loaded.jobs, time_scale)
     jobs = with_checkpoints(assign_priorities(jobs, TRAINING_PRIORITY_MIX, seed), interval)
     cluster = loaded.cluster
     static = proportional_tenancy(jobs, cluster, "static")

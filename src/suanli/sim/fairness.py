@@ -95,19 +95,17 @@ def fairness(result: SimResult, jobs: Sequence[Job], tenancy: TenancySpec) -> Fa
     nq = len(names)
     n = len(rec.ids)
     # Each record's queue and GPU demand, in record order.
-    cache: dict[tuple[str, str], int] = {}
-    queue = np.empty(n, dtype=np.int64)
-    demand = np.empty(n, dtype=np.int64)
-    for k, jid in enumerate(rec.ids):
-        job = by_id.get(jid)
-        if job is None:
-            raise ValueError(f"job {jid} of the result is not among the jobs given")
-        key = (job.queue, job.tenant)
-        q = cache.get(key)
-        if q is None:
-            q = cache[key] = qindex[tenancy.queue_of(job)]
-        queue[k] = q
-        demand[k] = job.gpu_demand_milli if job.task.gpus else 0
+    missing = next((jid for jid in rec.ids if jid not in by_id), None)
+    if missing is not None:
+        raise ValueError(f"job {missing} of the result is not among the jobs given")
+    ordered = [by_id[jid] for jid in rec.ids]
+    keys = [(j.queue, j.tenant) for j in ordered]
+    one = {key: j for key, j in zip(keys, ordered, strict=True)}  # a job per (queue, tenant)
+    where = {key: qindex[tenancy.queue_of(j)] for key, j in one.items()}
+    queue = np.fromiter((where[key] for key in keys), dtype=np.int64, count=n)
+    demand = np.fromiter(
+        (j.gpu_demand_milli if j.task.gpus else 0 for j in ordered), dtype=np.int64, count=n
+    )
     nominal = np.array([q.nominal.get(GPU, 0) for q in tenancy.queues], dtype=np.int64)
 
     submit, finish = rec.submit, rec.finish
@@ -134,7 +132,8 @@ def fairness(result: SimResult, jobs: Sequence[Job], tenancy: TenancySpec) -> Fa
     held = rec.gpu_milli[a_job].astype(np.int64)
     d_delta = np.concatenate((demand, -demand, np.zeros(2 * len(a_job), dtype=np.int64)))
     a_delta = np.concatenate((np.zeros(2 * n, dtype=np.int64), held, -held))
-    order = np.lexsort((times, qs))
+    by_time = np.argsort(times, kind="stable")
+    order = by_time[np.argsort(qs[by_time], kind="stable")]  # by queue, then time
     times, qs = times[order], qs[order]
     d_level = np.cumsum(d_delta[order])  # every queue's deltas sum to 0: no carry-over
     a_level = np.cumsum(a_delta[order])
