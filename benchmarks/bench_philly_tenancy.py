@@ -90,7 +90,8 @@ class Config:
     quotas: str | None  # "static", "shared" or None (no quotas)
     preempt: bool = False
     reserve: float = 0.0
-    """Share of each nominal quota a tenant keeps for itself (its lending limit is the rest)."""
+    """Share of each nominal quota a tenant keeps for itself: its lending limit is the rest,
+    rounded down to whole GPUs (a tenant with a quota under 10 GPUs lends nothing at 0.9)."""
     reclaim_high: bool = False
     """``high`` jobs are preemptible: only reclaim can take them, when their tenant borrows
     (there are no ``online`` jobs here to outrank them)."""
@@ -103,7 +104,7 @@ class Config:
             )
         )
         if self.reserve:
-            parts[-1] += f" ({self.reserve:.0%} of each kept, not lent)"
+            parts[-1] += f" (each lends at most {1 - self.reserve:.0%} of its quota)"
         if self.preempt:
             parts.append("preemption (reclaim + lower priority)")
         if self.reclaim_high:
