@@ -22,7 +22,7 @@ when one queue got everything.
 
 A job is charged to its queue as in the scheduler (``TenancySpec.queue_of``). Computed by
 one event sweep over the sorted change points of all queues (NumPy, integer milli-GPU):
-O(events log events); Philly's 82k jobs take a few tens of milliseconds.
+O(events log events); a Philly run (82k jobs, 114k attempts) takes about 0.1 s.
 
 Limits: a job's ``gpu_milli`` is what its last attempt held, the same in every attempt for
 whole-GPU jobs without ``gang_min``. An attempt still running at a ``simulate(until=...)``
