@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from builders import order, placement
+from builders import order, placement, rng
+from suanli.core.decisions import Admit
 from suanli.core.model import MILLI, ClusterSpec, GpuModel, Job
 from suanli.core.scheduler import Scheduler
 from suanli.core.tenancy import CPU, GPU, MEMORY, QueueSpec, QuotaBook, TenancySpec, gpu_of
@@ -191,3 +192,30 @@ class Ledger:
                         f"from a pool of {self.pool(q, r)}"
                     )
         return out
+
+
+# ---------------------------------------------------------------- decisions
+
+
+def ids(decisions) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    return [(type(d).__name__, d.job.id) for d in decisions]
+
+
+def admitted(decisions) -> list[str]:  # type: ignore[no-untyped-def]
+    return [d.job.id for d in decisions if isinstance(d, Admit)]
+
+
+def run_one(s: Scheduler, *jobs: Job) -> list:  # type: ignore[type-arg]
+    """Submit ``jobs`` and run one cycle; return its decisions."""
+    for j in jobs:
+        s.submit(j)
+    return s.cycle(rng())
+
+
+def held(spec: ClusterSpec, decisions) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """What the admitted jobs among ``decisions`` hold, from their placements."""
+    total: dict[str, int] = {}
+    for d in decisions:
+        if isinstance(d, Admit):
+            add(total, placed_demand(spec, d.placement.tasks))
+    return total

@@ -29,15 +29,17 @@ from quota_builders import (
     H100,
     G,
     Ledger,
-    add,
-    placed_demand,
+    admitted,
+    held,
+    ids,
     qsched,
     queue,
+    run_one,
     tenancy,
     whole_demand,
 )
 from suanli.core.decisions import Admit, HeadOfLine, NoCapacity, Skip
-from suanli.core.model import ClusterSpec, Job, SpecError
+from suanli.core.model import Job, SpecError
 from suanli.core.scheduler import Scheduler
 from suanli.core.tenancy import (
     CPU,
@@ -51,30 +53,6 @@ from suanli.core.view import ClusterView
 from suanli.sim.engine import ImpossibleJobError, PolicySet, check_quotas, simulate
 
 MODES = {"skip-ahead": False, "strict": True}
-
-
-def ids(decisions) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
-    return [(type(d).__name__, d.job.id) for d in decisions]
-
-
-def admitted(decisions) -> list[str]:  # type: ignore[no-untyped-def]
-    return [d.job.id for d in decisions if isinstance(d, Admit)]
-
-
-def run_one(s: Scheduler, *jobs: Job) -> list:  # type: ignore[type-arg]
-    """Submit ``jobs`` and run one cycle; return its decisions."""
-    for j in jobs:
-        s.submit(j)
-    return s.cycle(rng())
-
-
-def held(spec: ClusterSpec, decisions) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    """What the admitted jobs among ``decisions`` hold, from their placements."""
-    total: dict[str, int] = {}
-    for d in decisions:
-        if isinstance(d, Admit):
-            add(total, placed_demand(spec, d.placement.tasks))
-    return total
 
 
 # ------------------------------------------------------------------ a queue alone: its nominal

@@ -20,12 +20,10 @@ from builders import (
     node,
     order,
     placement,
-    rng,
 )
 from quota_builders import (
     G,
     Ledger,
-    add,
     placed_demand,
     queue,
     record_demand,
@@ -49,30 +47,6 @@ from suanli.sim import engine
 from suanli.sim.engine import ImpossibleJobError, PolicySet, check_feasible, check_quotas, simulate
 
 MODES = {"skip-ahead": False, "strict": True}
-
-
-def ids(decisions) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
-    return [(type(d).__name__, d.job.id) for d in decisions]
-
-
-def admitted(decisions) -> list[str]:  # type: ignore[no-untyped-def]
-    return [d.job.id for d in decisions if isinstance(d, Admit)]
-
-
-def run_one(s: Scheduler, *jobs: Job) -> list:  # type: ignore[type-arg]
-    """Submit ``jobs`` and run one cycle; return its decisions."""
-    for j in jobs:
-        s.submit(j)
-    return s.cycle(rng())
-
-
-def held(spec: ClusterSpec, decisions) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    """What the admitted jobs among ``decisions`` hold, from their placements."""
-    total: dict[str, int] = {}
-    for d in decisions:
-        if isinstance(d, Admit):
-            add(total, placed_demand(spec, d.placement.tasks))
-    return total
 
 
 # ------------------------------------------------------------------ properties

@@ -78,9 +78,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from suanli.config.yamldoc import yaml_mapping
 from suanli.core.model import KNOWN_GPU_MODELS, ClusterSpec, GpuModel, NodeSpec, SpecError
 
 __all__ = [
@@ -549,17 +549,7 @@ _DOC_BY_SECTION: dict[str, type[_Doc]] = {"models": ModelDoc, "groups": GroupDoc
 def parse_yaml(text: str, source: str = "<yaml>", default_name: str = "cluster") -> ClusterSpec:
     """The cluster described by YAML ``text``; ``source`` names it in error messages."""
     where = f"cluster file {source!r}"
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError(f"{where}: invalid YAML{pos}: {problem}") from None
-    if data is None:
-        raise SpecError(f"{where}: empty file (expected groups and/or nodes)")
-    if not isinstance(data, dict):
-        raise SpecError(f"{where}: expected a mapping with groups and/or nodes at the top level")
+    data = yaml_mapping(text, where, "groups and/or nodes")
     try:
         doc = ClusterDoc.model_validate(data)
     except ValidationError as e:

@@ -39,10 +39,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from suanli.config.cluster import parse_size
+from suanli.config.yamldoc import yaml_mapping
 from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, PriorityClass, SpecError
 from suanli.core.tenancy import CPU, GPU, GPU_MODEL_PREFIX, MEMORY, QueueSpec, TenancySpec
 
@@ -344,17 +344,7 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 def parse_tenancy(text: str, source: str = "<yaml>") -> TenancyConfig:
     """The tenancy described by YAML ``text``; ``source`` names it in error messages."""
     where = f"tenancy file {source!r}"
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError(f"{where}: invalid YAML{pos}: {problem}") from None
-    if data is None:
-        raise SpecError(f"{where}: empty file (expected queues)")
-    if not isinstance(data, dict):
-        raise SpecError(f"{where}: expected a mapping with queues at the top level")
+    data = yaml_mapping(text, where, "queues")
     try:
         doc = TenancyDoc.model_validate(data)
     except ValidationError as e:
