@@ -103,10 +103,12 @@ def test_simulate_out_writes_files(runner: CliRunner, tmp_path: Path) -> None:
         "fifo_best-fit-series.csv",
         "fifo_best-fit-jobs.jsonl",
         "fifo_best-fit-series.json",
+        "fifo_best-fit-attempts.csv",
         "fifo-strict_best-fit-jobs.csv",
         "fifo-strict_best-fit-series.csv",
         "fifo-strict_best-fit-jobs.jsonl",
         "fifo-strict_best-fit-series.json",
+        "fifo-strict_best-fit-attempts.csv",
         "summary.json",
         "allocation.png",
     }
@@ -122,7 +124,7 @@ def test_simulate_json_with_out_keeps_stdout_pure(runner: CliRunner, tmp_path: P
     )
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)
-    assert "wrote 6 files" in result.stderr
+    assert "wrote 7 files" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -216,3 +218,44 @@ def test_help_and_version(runner: CliRunner) -> None:
     assert "--cycle-interval" in run(runner, "simulate", "--help").stdout
     version = run(runner, "--version")
     assert version.exit_code == 0 and version.stdout.startswith("suanli ")
+
+
+def test_simulate_explain_tells_a_jobs_story(runner: CliRunner) -> None:
+    args = ["--cluster", "8x8xV100", "--jobs", "400", "--seed", "1", "-p", "fair-share+best-fit"]
+    result = run(runner, "simulate", *args, "--quotas", "shared", "--preempt", "--quiet",
+                 "--explain", "j000300")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    story = result.output[result.output.index("job j000300:") :].splitlines()
+    assert "submitted" in story[1]
+    # It waited with a typed reason and its numbers: its class may not borrow quota.
+    assert any("pending: over quota: queue" in line and "not preemptible" in line for line in story)
+
+
+def test_simulate_explain_unknown_job_is_a_clear_error(runner: CliRunner) -> None:
+    result = run(runner, "simulate", *SMALL, "--explain", "nope")
+    assert result.exit_code != 0
+    assert "--explain: no job 'nope' in the workload" in result.output
+
+
+def test_simulate_with_budgets_refuses_and_reports(runner: CliRunner, tmp_path: Path) -> None:
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text(
+        "currency: USD\nbudgets:\n"
+        "  - {org: ai-lab, period: monthly, limit: '500', action: refuse}\n"
+    )
+    prices = Path(__file__).resolve().parents[1] / "examples" / "prices.yaml"
+    result = run(runner, "simulate", "-c", "8x8xH100", "-n", "2000", "--seed", "1",
+                 "-p", "fifo+best-fit", "--budgets", str(budgets), "--prices", str(prices),
+                 "--out", str(tmp_path / "out"))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "budget ai-lab (monthly 2026-01) reached 100% of 500.00 USD" in result.output
+    assert "job(s) refused" in result.output
+    rows = (tmp_path / "out" / "fifo_best-fit-jobs.csv").read_text().splitlines()
+    assert any("refused: budget ai-lab" in r for r in rows)
+
+
+def test_simulate_budgets_need_prices(runner: CliRunner, tmp_path: Path) -> None:
+    budgets = tmp_path / "b.yaml"
+    budgets.write_text("currency: USD\nbudgets: []\n")
+    result = run(runner, "simulate", *SMALL, "--budgets", str(budgets))
+    assert result.exit_code != 0 and "--budgets: needs --prices FILE" in result.output

@@ -85,7 +85,7 @@ def test_example_file_drives_a_quota_book() -> None:
     book.refund("nlp", 40 * gpus)
     assert book.check("vision", 96 * gpus) is None  # 64 + the borrowing limit of 32
     assert book.check("vision", 97 * gpus) == OverQuota(
-        "vision", "gpu", 97_000, 96_000, "borrowing limit"
+        "vision", "gpu", 97_000, 96_000, "borrowing limit", "queue"
     )
 
 

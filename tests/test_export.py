@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from builders import cluster, job, node
 from suanli.sim.engine import PolicySet, simulate
 from suanli.sim.export import (
+    ATTEMPT_COLUMNS,
     JOB_COLUMNS,
     SERIES_COLUMNS,
     downsample,
@@ -80,10 +82,12 @@ def test_write_results_files(tmp_path: Path) -> None:
             "fifo_best-fit-series.csv",
             "fifo_best-fit-jobs.jsonl",
             "fifo_best-fit-series.json",
+            "fifo_best-fit-attempts.csv",
             "fifo-strict_first-fit-jobs.csv",
             "fifo-strict_first-fit-series.csv",
             "fifo-strict_first-fit-jobs.jsonl",
             "fifo-strict_first-fit-series.json",
+            "fifo-strict_first-fit-attempts.csv",
             "summary.json",
             "allocation.png",
         ]
@@ -131,7 +135,19 @@ def test_write_results_files(tmp_path: Path) -> None:
         "series_csv": "fifo_best-fit-series.csv",
         "jobs_jsonl": "fifo_best-fit-jobs.jsonl",
         "series_json": "fifo_best-fit-series.json",
+        "attempts_csv": "fifo_best-fit-attempts.csv",
     }
+    # j1 held 8 GPUs for 100 s, j2 for the 50 s before the clock stopped: 1,200 GPU-seconds.
+    assert Decimal(first["allocated_gpu_hours"]) * 3600 == pytest.approx(1200)
+
+    attempts = read_csv(out / "fifo_best-fit-attempts.csv")
+    assert tuple(attempts[0]) == ATTEMPT_COLUMNS
+    rows = [dict(zip(ATTEMPT_COLUMNS, r, strict=True)) for r in attempts[1:]]
+    assert [(r["job"], r["attempt"], r["start"], r["end"], r["outcome"]) for r in rows] == [
+        ("j1", "0", "0", "100", "finished"),
+        ("j2", "0", "100", "150", "running"),
+    ]
+    assert rows[0]["gpu"] == "V100=8000" and rows[0]["gpu_milli"] == "8000"
     assert {"gpu_allocation", "jct_s", "queueing_delay_s", "by_priority_class"} <= set(first)
 
     png = (out / "allocation.png").read_bytes()

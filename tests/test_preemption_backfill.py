@@ -7,6 +7,7 @@ the decisions the scheduler made (recorded by a ``Scheduler`` subclass).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from unittest import mock
@@ -127,9 +128,9 @@ def test_min_runtime_protects_a_young_job() -> None:
 
 
 def test_a_job_blocked_by_protection_is_retried_once_protection_ends() -> None:
-    """The victim's minimum runtime runs out at t=600; a later event (an arrival at t=1000)
-    runs a cycle, and the waiting high job should then evict the spot job, not wait for it
-    to finish at t=10 000."""
+    """The victim's minimum runtime runs out at t=600: the simulator runs a cycle then (the
+    scheduler's ``wake_at``), and the waiting high job evicts the spot job at once, not at
+    the next event (t=1000) nor when the victim finishes (t=10 000)."""
     jobs = [
         job("v", 0.0, 10_000.0, priority_class="spot"),
         job("h", 100.0, 50.0, priority_class="high"),
@@ -142,7 +143,7 @@ def test_a_job_blocked_by_protection_is_retried_once_protection_ends() -> None:
         preemption=PreemptionConfig(min_runtime=600.0),
     )
     start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
-    assert start["h"] == 1000.0, start
+    assert start["h"] == 600.0, start
 
 
 def test_max_preemptions_in_window_protects_a_job() -> None:
@@ -323,12 +324,13 @@ class Recorder(Scheduler):
     def __init__(self, *a: object, **kw: object) -> None:
         super().__init__(*a, **kw)  # type: ignore[arg-type]
         self.held: dict[str, tuple[str, int]] = {}  # running job -> (queue, milli)
+        self.never_admits: list[tuple[str, int]] = []  # non-preemptible: (queue, usage after)
         self.preempts: list[tuple[Preempt, Job, dict[str, int]]] = []
         self.by_job: dict[str, Job] = {}
 
-    def submit(self, job: Job) -> None:
+    def submit(self, job: Job, now=None, *, requeued=False):  # type: ignore[no-untyped-def]
         self.by_job[job.id] = job
-        super().submit(job)
+        return super().submit(job, now, requeued=requeued)
 
     def release(self, placement, job_id=None, now=None) -> None:  # type: ignore[no-untyped-def]
         self.held.pop(job_id, None)  # type: ignore[arg-type]
@@ -346,6 +348,8 @@ class Recorder(Scheduler):
             elif isinstance(d, Admit):
                 snap = None
                 self.held[d.job.id] = (d.job.queue, d.placement.gpu_milli)
+                if d.job.priority_class in NEVER:
+                    self.never_admits.append((d.job.queue, self._usage()[d.job.queue]))
         return out
 
     def _usage(self) -> dict[str, int]:
@@ -376,6 +380,16 @@ def test_simulated_preemption_keeps_its_rules(w, cfg, with_quotas) -> None:  # t
     ten = three_queues(total) if with_quotas else None
     nominal = {q.name: q.nominal.get(GPU, 0) for q in ten.queues} if ten else {}
     cohort = {q.name: q.cohort or q.name for q in ten.queues} if ten else {}
+    if ten is not None and cfg.reclaim:
+        # A job that cannot be reclaimed may not borrow: one larger than its queue's nominal
+        # could never start (check_quotas refuses it), so it moves to queue C (all GPUs).
+        jobs = [
+            dataclasses.replace(j, queue="C")
+            if (j.priority_class in NEVER or cfg.max_preemptions == 0)
+            and j.tasks * j.task.gpus * G > nominal[j.queue]
+            else j
+            for j in jobs
+        ]
     res, rec_s = run_recorded(spec, jobs, cfg, ten)
     rec = res.records
     assert res.finished == len(jobs)
@@ -402,6 +416,10 @@ def test_simulated_preemption_keeps_its_rules(w, cfg, with_quotas) -> None:  # t
             assert cohort[p.job.queue] == cohort[by.queue]
             if p.job.queue != by.queue:
                 assert usage[p.job.queue] > nominal[p.job.queue]
+    # With reclaim on, a job that could not be reclaimed never started borrowing.
+    if ten is not None and cfg.reclaim:
+        for queue_name, used in rec_s.never_admits:
+            assert used <= nominal[queue_name]
     # Nothing of a non-preemptible class was ever preempted.
     for i, j in enumerate(jobs):
         if j.priority_class in NEVER:

@@ -158,7 +158,7 @@ TEXTS = [
         "over quota: queue q needs 3 CPUs of cpu, can take 1 more (cohort)",
     ),
     (
-        OverQuota("q", MEMORY, 6_144, 4_096, "borrowing limit"),
+        OverQuota("q", MEMORY, 6_144, 4_096, "borrowing limit", "queue"),
         "over quota: queue q needs 6 GiB of memory, can take 4 more (borrowing limit)",
     ),
     (
@@ -193,7 +193,7 @@ COHORT = [
     (
         "borrowing-limit-binds",
         pair(a={"borrow": {GPU: 2 * G}}),
-        (("a", 10), 6, OverQuota("a", GPU, G, 0, "borrowing limit")),
+        (("a", 10), 6, OverQuota("a", GPU, G, 0, "borrowing limit", "queue")),
         (("b", 3), 2, OverQuota("b", GPU, G, 0, "cohort")),
     ),
     (
@@ -258,7 +258,7 @@ AVAILABLE = [
         pair(a={"borrow": {GPU: 2 * G}}),
         3,
         job("gang", 1, gpus=2, tasks=2, queue="a"),
-        OverQuota("a", GPU, 4 * G, 3 * G, "borrowing limit"),
+        OverQuota("a", GPU, 4 * G, 3 * G, "borrowing limit", "queue"),
     ),
     (
         "cohort",  # the pool is a's 4 and b's 1: 2 left
@@ -272,7 +272,7 @@ AVAILABLE = [
         pair(a={"borrow": {GPU: 2 * G}}, b={"lend": {GPU: G}}),
         3,
         job("gang", 1, gpus=2, tasks=2, queue="a"),
-        OverQuota("a", GPU, 4 * G, 2 * G, "borrowing limit"),
+        OverQuota("a", GPU, 4 * G, 2 * G, "borrowing limit", "queue"),
     ),
     (
         "reserve-left-plus-pool",  # a reserves 3 (1 left) and the pool is a's 1: 2 more

@@ -159,20 +159,20 @@ def admissible(spec: ClusterSpec, ten: TenancySpec, jobs: list[Job]) -> list[Job
         q = ten.queue_of(j)
         allowed = ledger.allowed_models(q, j, models)
         oracle = ledger.admits(q, whole_demand(j)) and allowed != []
+        if oracle and allowed is not None:
+            # Where its quota allows it, it must fit too (check_quotas looks at that as well:
+            # see test_simulate_refuses_a_job_its_allowed_models_cannot_hold).
+            nodes = tuple(n for n in spec.nodes if n.gpu_model and n.gpu_model.name in allowed)
+            try:
+                check_feasible(ClusterSpec("allowed", nodes), [j])
+            except (ImpossibleJobError, SpecError):
+                oracle = False
         try:
             check_quotas(spec, [j], ten)
         except ImpossibleJobError:
             assert not oracle, f"check_quotas refuses {j}, which {q} can admit"
             continue
         assert oracle, f"check_quotas passes {j}, which {q} can never admit"
-        if allowed is not None:
-            # Where its quota allows it, it must fit too (check_quotas does not look: see
-            # test_simulate_refuses_a_job_its_allowed_models_cannot_hold).
-            nodes = tuple(n for n in spec.nodes if n.gpu_model and n.gpu_model.name in allowed)
-            try:
-                check_feasible(ClusterSpec("allowed", nodes), [j])
-            except (ImpossibleJobError, SpecError):
-                continue
         out.append(j)
     return out
 

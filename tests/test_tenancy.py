@@ -125,9 +125,11 @@ def test_the_borrowing_limit_binds() -> None:
     )
     book.charge("a", gpus(book, 8))
     assert book.check("a", gpus(book, 2)) is None
-    assert book.check("a", gpus(book, 3)) == OverQuota("a", "gpu", 3 * G, 2 * G, "borrowing limit")
+    assert book.check("a", gpus(book, 3)) == OverQuota(
+        "a", "gpu", 3 * G, 2 * G, "borrowing limit", "queue"
+    )
     book.charge("a", gpus(book, 2))
-    assert book.check("a", gpus(book, 1)) == OverQuota("a", "gpu", G, 0, "borrowing limit")
+    assert book.check("a", gpus(book, 1)) == OverQuota("a", "gpu", G, 0, "borrowing limit", "queue")
     assert book.check("b", gpus(book, 6)) is None  # b keeps what a could not borrow
 
 
@@ -184,7 +186,7 @@ def test_each_resource_is_checked_on_its_own() -> None:
             id="gpu",
         ),
         pytest.param(
-            OverQuota("vision", "gpu:H100", 8 * G, 0, "borrowing limit"),
+            OverQuota("vision", "gpu:H100", 8 * G, 0, "borrowing limit", "queue"),
             "over quota: queue vision needs 8 GPUs of gpu:H100, can take 0 more (borrowing limit)",
             id="gpu-model",
         ),

@@ -16,6 +16,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,14 +27,19 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 import suanli
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.table import results_table
+from suanli.config.budgets import load_budgets
 from suanli.config.cluster import load_cluster
 from suanli.config.tenancy import load_tenancy
+from suanli.core.budget import BudgetBook
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import create
 from suanli.core.seams import OrderContext
 from suanli.core.tenancy import TenancySpec
+from suanli.metering.costmodel import PriceBookCostModel
+from suanli.metering.prices import load_price_book
 from suanli.sim.engine import PolicySet, check_feasible, simulate
+from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
 from suanli.sim.results import SimResult
 from suanli.traces import LoadedTrace, resolve_trace
@@ -41,6 +47,8 @@ from suanli.workload.quotas import MODES, proportional_tenancy
 from suanli.workload.synthetic import WorkloadConfig, generate
 
 DEFAULT_CLUSTER = "64x8xH100"
+DEFAULT_EPOCH = "2026-01-05T00:00:00Z"
+"""Simulated second 0: a Monday at midnight UTC (prices and budgets read wall-clock time)."""
 DEFAULT_POLICIES = (
     "fifo+first-fit",
     "fifo+best-fit",
@@ -151,6 +159,49 @@ def scale_arrivals(jobs: Sequence[Job], factor: float) -> list[Job]:
     return [dataclasses.replace(j, submit=j.submit * factor) for j in jobs]
 
 
+def budget_books(
+    budgets: Path | None, prices: Path | None, epoch: str, spec: ClusterSpec
+) -> Callable[[], BudgetBook] | None:
+    """A maker of fresh budget books (one per policy set), or None without ``--budgets``."""
+    if budgets is None:
+        if prices is not None:
+            fail("--prices: only with --budgets (prices are applied by `suanli bill`)")
+        return None
+    if prices is None:
+        fail("--budgets: needs --prices FILE (budgets are in money)")
+    epoch_s = parse_epoch(epoch)
+    spec_b = load_budgets(budgets, epoch_s=epoch_s)
+    book = load_price_book(prices)
+    models = [m.name for m in spec.gpu_models]
+
+    def make() -> BudgetBook:
+        return BudgetBook(spec_b, PriceBookCostModel(book, spec.name, epoch_s * 1000, models))
+
+    return make
+
+
+def parse_epoch(text: str) -> int:
+    """``--epoch``: an ISO-8601 instant with a time zone (or ``Z``), as whole POSIX seconds."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"--epoch: not an ISO-8601 instant: {text!r} (e.g. {DEFAULT_EPOCH})")
+    if when.tzinfo is None:
+        fail(f"--epoch: give a time zone, e.g. {text}Z")
+    return int(when.timestamp())
+
+
+def check_explain(ids: Sequence[str], jobs: Sequence[Job]) -> None:
+    """``--explain`` must name jobs of the workload."""
+    if not ids:
+        return
+    known = {j.id for j in jobs}
+    for job_id in ids:
+        if job_id not in known:
+            sample = ", ".join(j.id for j in jobs[:3])
+            fail(f"--explain: no job {job_id!r} in the workload (its ids look like {sample})")
+
+
 def run_all(
     cluster: ClusterSpec,
     jobs: list[Job],
@@ -163,6 +214,8 @@ def run_all(
     tenancy: TenancySpec | None = None,
     ctx: OrderContext | None = None,
     preemption: PreemptionConfig | None = None,
+    explain: Sequence[str] = (),
+    budgets: Callable[[], BudgetBook] | None = None,
 ) -> list[SimResult]:
     """Simulate ``jobs`` under each policy set in turn (same jobs, same seed)."""
     results = []
@@ -186,6 +239,8 @@ def run_all(
                 tenancy=tenancy,
                 ctx=ctx,
                 preemption=preemption,
+                explain=explain,
+                budgets=budgets() if budgets is not None else None,
             )
         )
     return results
@@ -292,7 +347,8 @@ def simulate_command(
             "--policy",
             "-p",
             metavar="QUEUE[/MODE]+PLACEMENT",
-            help="Policy set QUEUE[/MODE]+PLACEMENT (MODE: skip, strict, easy, easy-oracle), repeatable "
+            help="Policy set QUEUE[/MODE]+PLACEMENT (MODE: skip, strict, easy, easy-oracle, "
+            "conservative, conservative-oracle), repeatable "
             f"(default: {', '.join(DEFAULT_POLICIES)}). See `suanli policies`.",
         ),
     ] = None,
@@ -322,6 +378,36 @@ def simulate_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar and no notes; results only.")
     ] = False,
+    budgets: Annotated[
+        Path | None,
+        typer.Option(
+            "--budgets",
+            metavar="FILE",
+            help="Budgets (YAML, docs/budgets.md) enforced at admission: refuse, demote or "
+            "hold jobs off-peak once a department's budget is spent. Needs --prices.",
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", metavar="FILE", help="Price book (YAML, docs/prices.md)."),
+    ] = None,
+    epoch: Annotated[
+        str,
+        typer.Option(
+            "--epoch",
+            help="Wall-clock instant of simulated second 0, for time-of-day prices and "
+            "calendar budget periods.",
+        ),
+    ] = DEFAULT_EPOCH,
+    explain: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--explain",
+            metavar="JOB",
+            help="Tell the story of job JOB under each policy set: when it waited and why "
+            "(with the numbers), started, was preempted, finished. Repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Replay a synthetic workload under several policy sets and compare them side by side."""
     check_options(jobs, seed, load, cycle_interval, until)
@@ -356,6 +442,8 @@ def simulate_command(
                 check_feasible(spec, workload)
             else:
                 workload = generate_workload(config, spec, bars)
+            check_explain(explain or [], workload)
+            make_book = budget_books(budgets, prices, epoch, spec)
             tenancy = (
                 tenancy_config.tenancy
                 if tenancy_config is not None
@@ -374,6 +462,8 @@ def simulate_command(
                 tenancy=tenancy,
                 ctx=OrderContext(tenancy_config.priority_classes) if tenancy_config else None,
                 preemption=PreemptionConfig() if preempt else None,
+                explain=explain or [],
+                budgets=make_book,
             )
     meta = run_meta(spec, jobs, seed, load, cycle_interval, until, loaded, time_scale)
     if as_json:
@@ -395,6 +485,22 @@ def simulate_command(
             )
         console.print(title, markup=False)
         console.print(results_table(results))
+        for r in results:
+            for alert in r.budget_alerts:
+                console.print(f"[{r.label}] {alert}", markup=False)
+            notes = r.records.budget
+            if notes:
+                refused = sum(1 for v in notes.values() if v.startswith("refused"))
+                console.print(
+                    f"[{r.label}] budgets: {refused:,} job(s) refused, "
+                    f"{len(notes) - refused:,} demoted (see the per-job CSV's budget column)",
+                    markup=False,
+                )
+        for job_id in explain or []:
+            for r in results:
+                console.print(
+                    f"[{r.label}] " + render_timeline(job_id, r.explain[job_id]), markup=False
+                )
         if not quiet:
             console.print(
                 "GPU allocation/utilisation: time-weighted share of GPU capacity while the jobs "

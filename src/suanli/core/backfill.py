@@ -1,4 +1,5 @@
-"""EASY backfill: a reservation for the blocked head job, and the test a later job must pass.
+"""Backfill behind reservations: EASY (one, for the blocked head) and conservative (one for
+every waiting job up to a depth), and the tests a later job must pass to start now.
 
 EASY backfilling (Lifka's, as analysed by Mu'alem and Feitelson, IEEE TPDS 2001): when the
 first job in queue order cannot start, it gets a *reservation*: the earliest time ``until`` at
@@ -8,46 +9,59 @@ jobs may still start now, but only if they end (by their estimate) before ``unti
 reserved job would still fit at ``until`` with them running. So a backfilled job never delays
 the reservation, as long as the estimates hold.
 
-Here "would fit" is exact: the jobs expected to end by ``until`` are released from the cluster
-view in a what-if and the reserved job's fit counts are read, then everything is restored. The
-counts at ``until`` are kept; a later job changes only the nodes it takes, which alone are
-recounted to test it.
+Here "would fit" is exact: the jobs expected to end by ``until`` are released, in estimated-end
+order, until the reserved job's fit counts (``ClusterView.fit_counts``' rule) reach its gang
+minimum. Running jobs are kept in that order as they start (``RunningByEnd``), and a release
+recounts only the nodes it touches (a count on a node depends on that node alone), in a
+compiled loop over arrays: nothing is released on the view itself. The reservation keeps the
+capacity the ending jobs give back per node (``Reservation.freed``), so testing a later job
+recounts only the nodes it would take. For a one-task job the test first looks at every node
+the job fits on now: when the answer is the same wherever the placement would put it, no
+placement is tried at all; otherwise the job is placed in a what-if (with a generator seeded
+0, so the answer never depends on the cycle's random stream).
+
+Conservative backfilling (Mu'alem and Feitelson's "conservative"; Slurm's backfill plugin
+with ``bf_max_job_test``): see ``Conservative``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numba import njit
 
-from suanli.core.model import Job
+from suanli.core.decisions import Decision, JobPlacement
+from suanli.core.gang import place_job
+from suanli.core.model import MILLI, Job, TaskRequest
 from suanli.core.preemption import Running
+from suanli.core.seams import Placement
 from suanli.core.view import ClusterView
+
+if TYPE_CHECKING:
+    from suanli.core.conservative import Conservative
+    from suanli.core.scheduler import Scheduler
 
 DEFAULT_ESTIMATE = 86_400.0
 """Seconds assumed for a job that gives no estimate (Slurm's ``DefaultTime`` plays this part)."""
 
+DEFAULT_DEPTH = 100
+"""Pending jobs that get a conservative reservation, in queue order (Slurm's
+``bf_max_job_test`` default is 100 as well)."""
 
-@dataclass(slots=True)
-class Reservation:
-    """Job ``job`` is reserved to start at ``until``, when the jobs in ``ending`` have ended.
 
-    ``counts`` is how many of its tasks each node could take then (with what runs now).
-    """
-
-    job: Job
-    until: float
-    ending: list[Running]
-    counts: np.ndarray
+def duration(job: Job, oracle: bool, default: float = DEFAULT_ESTIMATE) -> float:
+    """How long ``job`` is expected to run: its estimate (or true runtime), else ``default``."""
+    est = job.runtime if oracle else job.estimate
+    return est if est is not None else default
 
 
 def estimated_end(r: Running, oracle: bool, default: float = DEFAULT_ESTIMATE) -> float:
     """When ``r`` is expected to end: its start plus its estimate (or true runtime)."""
-    if oracle:
-        return r.start + r.job.runtime
-    est = r.job.estimate
-    return r.start + (est if est is not None else default)
+    return r.start + duration(r.job, oracle, default)
 
 
 def fits(view: ClusterView, job: Job) -> bool:
@@ -55,47 +69,460 @@ def fits(view: ClusterView, job: Job) -> bool:
     return int(view.fit_counts(job.task, job.tasks).sum()) >= job.min_tasks
 
 
-def reserve(
-    view: ClusterView, head: Job, running: Iterable[Running], now: float, oracle: bool
-) -> Reservation | None:
+def task_params(task: TaskRequest, limit: int) -> np.ndarray:
+    """A task request as the compiled counters read it: GPUs, milli-GPU per GPU, GPU memory,
+    CPU, memory, and the most tasks to count per node."""
+    return np.array(
+        [task.gpus, task.gpu_milli, task.gpu_memory_mib, task.cpu_milli, task.memory_mib, limit],
+        dtype=np.int64,
+    )
+
+
+# ------------------------------------------------------------------ compiled counting
+
+
+@njit(cache=True, nogil=True)
+def node_count(fm, gm, cpu, mem, tp):  # type: ignore[no-untyped-def]
+    """How many tasks ``tp`` (see ``task_params``) one node with free GPU shares ``fm``, GPU
+    memory ``gm``, CPU ``cpu`` and memory ``mem`` can take: ``ClusterView.fit_counts``' rule
+    for one node, before its mask. Negative capacity (a plan overtaken by preemption) counts
+    as none."""
+    gpus, milli, gmem, c, m, limit = tp[0], tp[1], tp[2], tp[3], tp[4], tp[5]
+    if gpus == 0:
+        k = limit
+    elif milli < MILLI:
+        k = 0
+        for g in range(fm.shape[0]):
+            f = fm[g] // milli
+            if gmem:
+                h = gm[g] // gmem
+                if h < f:
+                    f = h
+            if f > 0:
+                k += f
+    else:
+        full = 0
+        for g in range(fm.shape[0]):
+            if fm[g] == MILLI:
+                full += 1
+        k = full // gpus
+    if c:
+        h = cpu // c
+        if h < k:
+            k = h
+    if m:
+        h = mem // m
+        if h < k:
+            k = h
+    if limit < k:
+        k = limit
+    return k if k > 0 else 0
+
+
+@njit(cache=True, nogil=True)
+def _count_freed(x, fm, gm, cpu, mem, dfm, dgm, dcpu, dmem, tp, sfm, sgm):  # type: ignore[no-untyped-def]
+    """``node_count`` on node ``x`` with ``d*`` added to its free capacity (``sfm``/``sgm``: scratch)."""
+    for g in range(fm.shape[1]):
+        sfm[g] = fm[x, g] + dfm[x, g]
+        sgm[g] = gm[x, g] + dgm[x, g]
+    return node_count(sfm, sgm, cpu[x] + dcpu[x], mem[x] + dmem[x], tp)
+
+
+@njit(cache=True, nogil=True)
+def _release_scan(  # type: ignore[no-untyped-def]
+    order, n, j_t0, j_t1, j_milli, t_node, t_milli, t_gmem, t_cpu, t_mem, t_gpus,
+    fm, gm, cpu, mem, ok, tp, counts, free, need, min_tasks, dfm, dgm, dcpu, dmem,
+):  # fmt: skip
+    """Release running jobs ``order[:n]`` one by one, into ``d*`` (what they give back per
+    node), recounting ``counts`` on the nodes each touches; stop at the first after which
+    ``free >= need`` and the counts sum to ``min_tasks``. Returns its position, or -1."""
+    n_nodes, n_gpus = fm.shape
+    mark = np.full(n_nodes, -1, np.int64)
+    touched = np.empty(n_nodes, np.int64)
+    sfm = np.empty(n_gpus, np.int64)
+    sgm = np.empty(n_gpus, np.int64)
+    total = 0
+    for x in range(n_nodes):
+        total += counts[x]
+    for i in range(n):
+        s = order[i]
+        nt = 0
+        for t in range(j_t0[s], j_t1[s]):
+            x = t_node[t]
+            for g in range(n_gpus):
+                if t_gpus[t, g]:
+                    dfm[x, g] += t_milli[t]
+                    dgm[x, g] += t_gmem[t]
+            dcpu[x] += t_cpu[t]
+            dmem[x] += t_mem[t]
+            if mark[x] != i:
+                mark[x] = i
+                touched[nt] = x
+                nt += 1
+        free += j_milli[s]
+        for j in range(nt):
+            x = touched[j]
+            k = 0
+            if ok[x]:
+                k = _count_freed(x, fm, gm, cpu, mem, dfm, dgm, dcpu, dmem, tp, sfm, sgm)
+            total += k - counts[x]
+            counts[x] = k
+        if free >= need and total >= min_tasks:
+            return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _recount(nodes, fm, gm, cpu, mem, dfm, dgm, dcpu, dmem, ok, tp):  # type: ignore[no-untyped-def]
+    """``_count_freed`` on each of ``nodes`` (0 where ``ok`` is False)."""
+    n_gpus = fm.shape[1]
+    sfm = np.empty(n_gpus, np.int64)
+    sgm = np.empty(n_gpus, np.int64)
+    out = np.zeros(nodes.shape[0], np.int64)
+    for i in range(nodes.shape[0]):
+        x = nodes[i]
+        if ok[x]:
+            out[i] = _count_freed(x, fm, gm, cpu, mem, dfm, dgm, dcpu, dmem, tp, sfm, sgm)
+    return out
+
+
+_FINE, _BEHIND, _DEPENDS = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _one_task_outcome(  # type: ignore[no-untyped-def]
+    fm, gm, cpu, mem, cap_gm, jok, jp, dfm, dgm, dcpu, dmem, hok, hp, counts, total, min_tasks,
+):  # fmt: skip
+    """EASY's test for a one-task job ``jp`` against a reservation, wherever it may go.
+
+    For every node the job fits now (``ClusterView.feasible``' rule) and every GPU choice a
+    placement could make there, the reserved job's count on that node is recounted with the
+    job taking its share and the ending jobs giving theirs back. ``_BEHIND``: every choice
+    would drop the reserved job below its minimum; ``_FINE``: no choice would, and none
+    changes the count kept for that node (nothing fits: ``_FINE`` too, as no placement
+    exists); ``_DEPENDS``: the answer depends on where the placement puts it.
+
+    Whole GPUs a task may take are fully free ones, which no running task holds, so ending
+    jobs give nothing back on them and any choice among them recounts the same.
+    """
+    n_nodes, n_gpus = fm.shape
+    g_want, milli, gmem, c, m = jp[0], jp[1], jp[2], jp[3], jp[4]
+    sfm = np.empty(n_gpus, np.int64)
+    sgm = np.empty(n_gpus, np.int64)
+    seen_behind = False
+    seen_fine = False
+    for x in range(n_nodes):
+        if not jok[x] or (c and cpu[x] < c) or (m and mem[x] < m):
+            continue
+        for g in range(n_gpus):
+            sfm[g] = fm[x, g] + dfm[x, g]
+            sgm[g] = gm[x, g] + dgm[x, g]
+        scpu = cpu[x] + dcpu[x] - c
+        smem = mem[x] + dmem[x] - m
+        for choice in range(n_gpus if (g_want and milli < MILLI) else 1):
+            if g_want and milli < MILLI:
+                g = choice
+                if fm[x, g] < milli or (gmem and gm[x, g] < gmem):
+                    continue
+                sfm[g] -= milli
+                sgm[g] -= gmem
+            elif g_want:
+                free_whole = 0
+                for g in range(n_gpus):
+                    if fm[x, g] == MILLI:
+                        free_whole += 1
+                if free_whole < g_want:
+                    continue
+                left = g_want
+                for g in range(n_gpus):
+                    if left and fm[x, g] == MILLI:
+                        sfm[g] -= MILLI
+                        sgm[g] -= cap_gm[x, g]
+                        left -= 1
+            after = node_count(sfm, sgm, scpu, smem, hp) if hok[x] else 0
+            if total - counts[x] + after < min_tasks:
+                seen_behind = True
+            elif after == counts[x]:
+                seen_fine = True
+            else:
+                return _DEPENDS
+            if seen_behind and seen_fine:
+                return _DEPENDS
+            # Undo this choice for the next one.
+            for g in range(n_gpus):
+                sfm[g] = fm[x, g] + dfm[x, g]
+                sgm[g] = gm[x, g] + dgm[x, g]
+    return _BEHIND if seen_behind else _FINE
+
+
+# ------------------------------------------------------------------ running jobs by end
+
+
+class RunningByEnd:
+    """Running jobs in order of estimated end (then job id), with their task placements as
+    arrays for the compiled loops.
+
+    Entries are added as jobs start (``add``) and dropped lazily: ``sync`` compares with the
+    scheduler's running jobs whenever one has ended or been evicted since it last looked, and
+    rebuilds everything if the two still disagree (a start it was not told of).
+    """
+
+    def __init__(self, view: ClusterView, oracle: bool) -> None:
+        self.oracle = oracle
+        self.n_gpus = view.gpu_slots
+        self.keys: list[tuple[float, str]] = []
+        self.runs: list[Running] = []
+        self.order = np.zeros(64, np.int64)  # slot of each entry, parallel to keys
+        self._entry: dict[str, tuple[tuple[float, str], int]] = {}  # job id -> (key, slot)
+        self._ended_seen = -1
+        self._dead = 0
+        self._alloc(64, 256)
+
+    def _alloc(self, slots: int, tasks: int) -> None:
+        self.j_t0 = np.zeros(slots, np.int64)
+        self.j_t1 = np.zeros(slots, np.int64)
+        self.j_milli = np.zeros(slots, np.int64)
+        self.j_end = np.zeros(slots, np.float64)
+        self.t_node = np.zeros(tasks, np.int64)
+        self.t_milli = np.zeros(tasks, np.int64)
+        self.t_gmem = np.zeros(tasks, np.int64)
+        self.t_cpu = np.zeros(tasks, np.int64)
+        self.t_mem = np.zeros(tasks, np.int64)
+        self.t_gpus = np.zeros((tasks, self.n_gpus), np.bool_)
+        self.n_slots = 0
+        self.n_tasks = 0
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def add(self, r: Running) -> None:
+        """``r`` started (a job restarted after an eviction replaces its old entry)."""
+        jid = r.job.id
+        if jid in self._entry:
+            self._remove(jid)
+        if self._dead > max(64, len(self.keys)):
+            self._compact()
+        key = (estimated_end(r, self.oracle), jid)
+        slot = self._write(r.placement, key[0])
+        p = bisect.bisect_left(self.keys, key)
+        self.keys.insert(p, key)
+        self.runs.insert(p, r)
+        n = len(self.keys)
+        if n > len(self.order):
+            self.order = np.concatenate((self.order, np.zeros(len(self.order), np.int64)))
+        o = self.order
+        o[p + 1 : n] = o[p : n - 1].copy()
+        o[p] = slot
+        self._entry[jid] = (key, slot)
+
+    def sync(self, running: Mapping[str, Running], ended: int) -> RunningByEnd:
+        """Drop the entries of jobs no longer running (``ended``: the scheduler's count of
+        ends and evictions; nothing can have left while it is unchanged)."""
+        if ended != self._ended_seen:
+            self._ended_seen = ended
+            for jid in self._entry.keys() - running.keys():
+                self._remove(jid)
+        if len(self._entry) != len(running):
+            self.rebuild(running.values())
+        return self
+
+    def rebuild(self, running: Iterable[Running]) -> None:
+        self.keys, self.runs, self._entry, self._dead = [], [], {}, 0
+        self._alloc(max(64, len(self.j_t0)), max(256, len(self.t_node)))
+        for r in sorted(running, key=lambda r: (estimated_end(r, self.oracle), r.job.id)):
+            self.add(r)
+
+    def _remove(self, jid: str) -> None:
+        key, _ = self._entry.pop(jid)
+        p = bisect.bisect_left(self.keys, key)
+        del self.keys[p]
+        del self.runs[p]
+        n = len(self.keys)
+        o = self.order
+        o[p:n] = o[p + 1 : n + 1].copy()
+        self._dead += 1
+
+    def _compact(self) -> None:
+        """Rewrite the slot and task arrays with the live entries only (same order)."""
+        runs, keys = self.runs, self.keys
+        self._alloc(max(64, len(self.j_t0)), max(256, len(self.t_node)))
+        for i, (r, key) in enumerate(zip(runs, keys, strict=True)):
+            slot = self._write(r.placement, key[0])
+            self.order[i] = slot
+            self._entry[key[1]] = (key, slot)
+        self._dead = 0
+
+    def _write(self, p: JobPlacement, end: float) -> int:
+        s = self.n_slots
+        if s == len(self.j_t0):
+            for name in ("j_t0", "j_t1", "j_milli", "j_end"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate((a, np.zeros_like(a))))
+        t0 = self.n_tasks
+        t1 = t0 + len(p.tasks)
+        while t1 > len(self.t_node):
+            for name in ("t_node", "t_milli", "t_gmem", "t_cpu", "t_mem", "t_gpus"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate((a, np.zeros_like(a))))
+        for i, tp in enumerate(p.tasks, t0):
+            self.t_node[i] = tp.node
+            self.t_milli[i] = tp.gpu_milli
+            self.t_gmem[i] = tp.gpu_memory_mib
+            self.t_cpu[i] = tp.cpu_milli
+            self.t_mem[i] = tp.memory_mib
+            row = self.t_gpus[i]
+            row[:] = False
+            for g in tp.gpus:
+                row[g] = True
+        self.j_t0[s], self.j_t1[s], self.j_milli[s], self.j_end[s] = t0, t1, p.gpu_milli, end
+        self.n_slots = s + 1
+        self.n_tasks = t1
+        return s
+
+
+# ------------------------------------------------------------------ EASY
+
+
+@dataclass(slots=True)
+class Reservation:
+    """Job ``job`` is reserved to start at ``until``, when the jobs in ``ending`` have ended.
+
+    ``counts`` is how many of its tasks each node could take then (with what runs now);
+    ``freed``, when kept, is what the ending jobs give back per node (per-GPU share and
+    memory, CPU, memory), so a node's count at ``until`` can be recounted from the view.
+    """
+
+    job: Job
+    until: float
+    ending: list[Running]
+    counts: np.ndarray
+    freed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+def reserve(view: ClusterView, head: Job, running: RunningByEnd, now: float) -> Reservation | None:
     """The earliest reservation for ``head``, or None if it would not fit even on an empty
     cluster of what is running now (it then waits for something else, such as quota)."""
-    order = sorted(running, key=lambda r: (estimated_end(r, oracle), r.job.id))
-    need = head.min_tasks * head.task.gpu_share_milli if head.task.gpus else 0
-    free = int(view.node_free_milli.sum())
-    done: list[Running] = []
-    try:
-        for r in order:
-            for tp in r.placement.tasks:
-                view.release(tp)
-            done.append(r)
-            free += r.placement.gpu_milli
-            if free >= need and fits(view, head):
-                counts = view.fit_counts(head.task, head.tasks)
-                return Reservation(head, max(now, estimated_end(r, oracle)), list(done), counts)
+    n = len(running)
+    if not n:
         return None
-    finally:
-        for r in reversed(done):
-            for tp in r.placement.tasks:
-                view.allocate(tp)
+    t = head.task
+    counts = view.fit_counts(t, head.tasks)
+    shape = (view.n_nodes, view.gpu_slots)
+    freed = (np.zeros(shape, np.int64), np.zeros(shape, np.int64)) + (
+        np.zeros(view.n_nodes, np.int64),
+        np.zeros(view.n_nodes, np.int64),
+    )
+    i = _release_scan(
+        running.order, n, running.j_t0, running.j_t1, running.j_milli,
+        running.t_node, running.t_milli, running.t_gmem, running.t_cpu, running.t_mem,
+        running.t_gpus, view.gpu_free_milli, view.gpu_free_mem, view.free_cpu, view.free_mem,
+        view.task_mask(t), task_params(t, head.tasks), counts,
+        int(view.node_free_milli.sum()), head.min_tasks * t.gpu_share_milli if t.gpus else 0,
+        head.min_tasks, *freed,
+    )  # fmt: skip
+    if i < 0:
+        return None
+    return Reservation(head, max(now, running.keys[i][0]), running.runs[: i + 1], counts, freed)
 
 
 def still_fits(view: ClusterView, res: Reservation, nodes: Iterable[int]) -> bool:
     """Whether the reserved job still fits at its time now that something new holds
     ``nodes``: only those nodes' counts can have changed, so only they are recounted (with
-    the tasks of the ending jobs that sit on them released in a what-if). If it does, the
-    reservation's counts take the new job in (it is about to start)."""
-    touched = sorted(set(nodes))
-    mine = [tp for r in res.ending for tp in r.placement.tasks if tp.node in set(touched)]
-    for tp in mine:
-        view.release(tp)
-    try:
-        after = view.fit_counts(res.job.task, res.job.tasks)[touched]
-    finally:
-        for tp in reversed(mine):
-            view.allocate(tp)
+    what the ending jobs give back there). If it does, the reservation's counts take the new
+    job in (it is about to start)."""
+    assert res.freed is not None
+    touched = np.array(sorted(set(nodes)), dtype=np.int64)
+    t = res.job.task
+    after = _recount(
+        touched, view.gpu_free_milli, view.gpu_free_mem, view.free_cpu, view.free_mem,
+        *res.freed, view.task_mask(t), task_params(t, res.job.tasks),
+    )  # fmt: skip
     total = int(res.counts.sum()) - int(res.counts[touched].sum()) + int(after.sum())
     if total < res.job.min_tasks:
         return False
     res.counts[touched] = after  # the new job will run past ``until``: count it from now on
     return True
+
+
+class Easy:
+    """EASY backfill's state between cycles: the running jobs by estimated end, and a
+    generator reset to seed 0 for the what-if placement of a candidate."""
+
+    def __init__(self, view: ClusterView, oracle: bool) -> None:
+        self.oracle = oracle
+        self.by_end = RunningByEnd(view, oracle)
+        self._rng = np.random.default_rng(0)
+        self._rng_seed0 = self._rng.bit_generator.state
+
+    def begin(self, sched: Scheduler, rng: np.random.Generator, out: list[Decision]) -> None:
+        """EASY plans nothing ahead: its reservation is made as the cycle goes."""
+        return None
+
+    def submitted(self, key: Any, job: Job) -> None:
+        """A job joined the queue (EASY reads the scheduler's own queue)."""
+
+    def started(self, sched: Scheduler, job: Job) -> None:
+        self.by_end.add(sched._running[job.id])
+
+    def running(self, sched: Scheduler) -> RunningByEnd:
+        return self.by_end.sync(sched._running, sched._ended)
+
+    def ends_before(self, job: Job, now: float, res: Reservation) -> bool:
+        """Whether ``job``, started now, is expected to end by the reservation's time."""
+        return now + duration(job, self.oracle) <= res.until
+
+    def behind(self, view: ClusterView, job: Job, res: Reservation, placement: Placement) -> bool:
+        """Whether starting ``job`` now where ``placement`` would put it (a what-if with a
+        generator seeded 0) would leave ``res.job`` without room at ``res.until``."""
+        assert res.freed is not None
+        if job.tasks == 1:
+            h = res.job
+            outcome = _one_task_outcome(
+                view.gpu_free_milli, view.gpu_free_mem, view.free_cpu, view.free_mem,
+                view.gpu_cap_mem, view.task_mask(job.task), task_params(job.task, 1),
+                *res.freed, view.task_mask(h.task), task_params(h.task, h.tasks),
+                res.counts, int(res.counts.sum()), h.min_tasks,
+            )  # fmt: skip
+            if outcome != _DEPENDS:
+                return bool(outcome == _BEHIND)
+        self._rng.bit_generator.state = self._rng_seed0
+        jp, _, _ = place_job(view, job, placement, self._rng)
+        if jp is None:
+            return False
+        try:
+            return not still_fits(view, res, (tp.node for tp in jp.tasks))
+        finally:
+            for tp in jp.tasks:
+                view.release(tp)
+
+
+# ------------------------------------------------------------------ modes
+
+MODES: dict[str, tuple[str, bool]] = {
+    "easy": ("easy", False),
+    "oracle": ("easy", True),
+    "conservative": ("conservative", False),
+    "conservative-oracle": ("conservative", True),
+}
+"""Scheduler ``backfill`` values: (kind, by true runtimes). ``oracle`` is EASY by true
+runtimes; the ``-oracle`` modes are references no real scheduler has."""
+
+
+def make_backfill(
+    mode: str | None, view: ClusterView, depth: int = DEFAULT_DEPTH
+) -> Easy | Conservative | None:
+    """The backfill state for scheduler mode ``mode`` (None: plain skip-ahead); ``depth``:
+    how many pending jobs conservative backfill reserves for."""
+    if mode is None:
+        return None
+    if mode not in MODES:
+        known = ", ".join(repr(m) for m in MODES)
+        raise ValueError(f"backfill must be None or one of {known}, got {mode!r}")
+    if depth < 1:
+        raise ValueError(f"backfill depth must be >= 1, got {depth}")
+    kind, oracle = MODES[mode]
+    if kind == "easy":
+        return Easy(view, oracle)
+    from suanli.core.conservative import Conservative  # it builds on this module
+
+    return Conservative(view, oracle, depth)

@@ -7,9 +7,10 @@ carries a typed ``Reason`` with the numbers behind it, so "why is my job pending
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from suanli.core.model import Job
+from suanli.core.budget import BudgetBlock, BudgetExhausted
+from suanli.core.model import Job, TaskRequest
 from suanli.core.tenancy import OverQuota
 from suanli.core.view import TaskPlacement
 
@@ -45,11 +46,51 @@ class NoCapacity:
     need_tasks: int
     fit_tasks: int
     largest_block: int
+    task: TaskRequest | None = field(default=None, compare=False)
+    """The request of each task, for the message (None: not known)."""
+    largest_free_gpus: int = field(default=-1, compare=False)
+    """The most whole GPUs free on any one node the job may use (-1: not known). This and
+    ``task`` are for the message: two reasons with the same counts are equal."""
+
+    def __str__(self) -> str:
+        t = self.task
+        if t is None or not t.gpus:
+            what = f"{self.need_tasks} task(s)"
+        else:
+            gpus = (
+                f"{t.gpus} GPU{'s' if t.gpus > 1 else ''}"
+                if t.gpu_milli >= 1000
+                else (f"{t.gpu_milli / 1000:g} of a GPU")
+            )
+            models = f" of model {'|'.join(sorted(t.gpu_models))}" if t.gpu_models else ""
+            what = f"{self.need_tasks} task(s) of {gpus}{models}"
+        free = ""
+        if self.largest_free_gpus >= 0:
+            free = f"; largest free block: {self.largest_free_gpus} GPU(s) on one node"
+            if t is not None and self.largest_free_gpus >= t.gpus and not self.largest_block:
+                free += " (short of CPU or memory there)"
+        return (
+            f"no capacity: needs {what}, cluster fits {self.fit_tasks}, "
+            f"largest node fits {self.largest_block}{free}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FairShareWait:
+    """No capacity now, and capacity went first to queue ``ahead``, whose fair share
+    (``ahead_share``) is lower than this job's queue's (``share``): it goes first again when
+    capacity frees, until the shares cross."""
+
+    inner: NoCapacity
+    queue: str
+    share: float
+    ahead: str
+    ahead_share: float
 
     def __str__(self) -> str:
         return (
-            f"no capacity: needs {self.need_tasks} task(s), cluster fits {self.fit_tasks}, "
-            f"largest node fits {self.largest_block}"
+            f"{self.inner}; lower fair share than queue {self.ahead} "
+            f"(queue {self.queue}: {self.share:.4g} > {self.ahead_share:.4g}), which goes first"
         )
 
 
@@ -75,7 +116,7 @@ class BehindReservation:
         return f"behind a reservation for job {self.job} until t={self.until:g} s"
 
 
-Reason = NoCapacity | HeadOfLine | OverQuota | BehindReservation
+Reason = NoCapacity | HeadOfLine | OverQuota | BehindReservation | FairShareWait | BudgetBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,4 +151,27 @@ class Preempt:
     lost_gpu_s: float
 
 
-Decision = Admit | Skip | Preempt
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """``job`` is refused at submission: it leaves the queue without running."""
+
+    job: Job
+    reason: BudgetExhausted
+
+    def __str__(self) -> str:
+        return f"refused: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Demoted:
+    """``job`` (as now queued) was submitted in class ``was`` and demoted for ``reason``."""
+
+    job: Job
+    was: str
+    reason: BudgetExhausted
+
+    def __str__(self) -> str:
+        return f"demoted from {self.was} to {self.job.priority_class}: {self.reason}"
+
+
+Decision = Admit | Skip | Preempt | Reject | Demoted

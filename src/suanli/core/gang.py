@@ -42,13 +42,13 @@ def place_job(
     if job.tasks == 1:
         nodes = k.nonzero()[0]
         if not len(nodes):
-            return None, NoCapacity(1, 0, 0), k
+            return None, no_capacity(view, job, 0, 0), k
         chosen = [(int(nodes[_best(policy.score(view, task, 1, nodes, rng))]), 1)]
         return _allocate(view, task, chosen, policy, rng), None, k
 
     total = int(k.sum())
     if total < job.min_tasks:
-        return None, NoCapacity(job.min_tasks, total, int(k.max(initial=0))), k
+        return None, no_capacity(view, job, total, int(k.max(initial=0))), k
     count = min(job.tasks, total)
     if count == 1:
         nodes = k.nonzero()[0]
@@ -124,3 +124,15 @@ def _spread(
         if left == 0:
             break
     return chosen
+
+
+def no_capacity(view: ClusterView, job: Job, fit_tasks: int, largest_block: int) -> NoCapacity:
+    """The reason ``job`` does not fit: its tasks, what the cluster could take, and the most
+    whole GPUs free on one node of a model it may use."""
+    task = job.task
+    free = view.node_full_free
+    if task.gpu_models:
+        free = free * view.model_ok(task.gpu_models)
+    return NoCapacity(
+        job.min_tasks, fit_tasks, largest_block, task, int(free.max(initial=0)) if task.gpus else -1
+    )

@@ -14,7 +14,7 @@ Units, chosen to be exact integers in the hot path:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 MILLI = 1000
 """One whole GPU, in milli-GPU."""
@@ -238,6 +238,8 @@ class Job:
     ``gpu_util`` is the fraction of its allocated GPU time the job really keeps busy.
     ``checkpoint_interval`` is how often (seconds of running) the job saves its progress;
     a preempted job resumes from its last checkpoint, and without one it starts over.
+    ``storage_gb`` is storage the job holds while it runs and ``network_gb`` what it transfers
+    over a whole run, both only metered (declared by the user, 0 if not).
     """
 
     id: str
@@ -252,6 +254,8 @@ class Job:
     estimate: float | None = None
     gpu_util: float = 1.0
     checkpoint_interval: float | None = None
+    storage_gb: float = 0.0
+    network_gb: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -270,6 +274,10 @@ class Job:
             raise SpecError(f"job {self.id}: estimate must be >= 0, got {self.estimate}")
         if not 0 <= self.gpu_util <= 1:
             raise SpecError(f"job {self.id}: gpu_util must be in [0, 1], got {self.gpu_util}")
+        for name in ("storage_gb", "network_gb"):
+            v = getattr(self, name)
+            if not (v >= 0 and v != float("inf")):
+                raise SpecError(f"job {self.id}: {name} must be a finite number >= 0, got {v}")
         if self.checkpoint_interval is not None and not self.checkpoint_interval > 0:
             raise SpecError(
                 f"job {self.id}: checkpoint_interval must be > 0, got {self.checkpoint_interval}"
@@ -284,3 +292,7 @@ class Job:
     def gpu_demand_milli(self) -> int:
         """GPU compute of the whole job with all tasks, in milli-GPU."""
         return self.task.gpu_share_milli * self.tasks
+
+    def with_class(self, priority_class: str) -> Job:
+        """This job in another priority class (e.g. demoted by a budget)."""
+        return replace(self, priority_class=priority_class)

@@ -5,7 +5,9 @@ a *candidate victim* of a waiting job only if all of these hold:
 
 * its priority class is preemptible (``PriorityClass.preemptible``; ``online`` and ``high``
   are not by default);
-* it has run at least ``min_runtime`` seconds (a job just started is protected);
+* it has run at least ``min_runtime`` seconds (a job just started is protected), or, when
+  the waiting job's queue reclaims what it lent, ``reclaim_within`` seconds if that is less:
+  a queue gets its guaranteed quota back within ``reclaim_within`` of asking for it;
 * it has been preempted fewer than ``max_preemptions`` times in the last ``window`` seconds;
 * and either its priority is strictly lower than the waiting job's, or (``reclaim``) its
   queue is above its nominal quota while the waiting job's queue, with the job, would stay
@@ -13,6 +15,11 @@ a *candidate victim* of a waiting job only if all of these hold:
 * with quotas, it runs in the waiting job's own queue, or in a queue of the same cohort that
   is above its nominal quota (borrowing): a queue within its quota keeps it, whatever the
   priorities (its guarantee holds), and other cohorts are never touched.
+
+Two admission rules make that guarantee hold with reclaim on (``reclaim``): a job that could
+never be reclaimed (its class is not preemptible) or that has reached its thrash cap is
+admitted only within its queue's nominal quota: it may not borrow. So whatever a queue
+borrows can always be taken back, and taking it back never breaks the thrash cap.
 
 Among the candidates the victims are chosen to destroy the least work: candidates are taken
 cheapest first (GPU-seconds since their last checkpoint, then the most recently started)
@@ -25,11 +32,12 @@ attempt). The simulator charges that lost work and ``restart_overhead`` when the
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from suanli.core.decisions import JobPlacement
-from suanli.core.model import Job, SpecError
+from suanli.core.model import Job, PriorityClass, SpecError
 
 
 @dataclass(frozen=True)
@@ -41,10 +49,14 @@ class PreemptionConfig:
     window: float = 86_400.0
     restart_overhead: float = 60.0
     reclaim: bool = True
+    reclaim_within: float | None = None
+    """Longest a borrower's minimum runtime shields it from reclaim (None: ``min_runtime``)."""
 
     def __post_init__(self) -> None:
-        for name in ("min_runtime", "window", "restart_overhead"):
+        for name in ("min_runtime", "window", "restart_overhead", "reclaim_within"):
             v = getattr(self, name)
+            if v is None:
+                continue
             if not (math.isfinite(v) and v >= 0):
                 raise SpecError(f"preemption {name} must be >= 0, got {v}")
         if self.max_preemptions < 0:
@@ -82,16 +94,57 @@ class Running:
         return self.placement.gpu_milli / 1000.0 * self.since_checkpoint(now)
 
 
-def protected(r: Running, now: float, cfg: PreemptionConfig) -> bool:
-    """Whether ``r`` may not be evicted now whoever asks (class, minimum runtime, thrash)."""
-    if not r.preemptible or now - r.start < cfg.min_runtime:
-        return True
-    if len(r.preempted_at) < cfg.max_preemptions:
+def min_runtime(cfg: PreemptionConfig, reclaim: bool) -> float:
+    """How long a job just started is protected (from reclaim: at most ``reclaim_within``)."""
+    if reclaim and cfg.reclaim_within is not None:
+        return min(cfg.min_runtime, cfg.reclaim_within)
+    return cfg.min_runtime
+
+
+def capped(preempted_at: Sequence[float], now: float, cfg: PreemptionConfig) -> bool:
+    """Whether a job preempted at ``preempted_at`` (ascending) has reached the thrash cap:
+    ``max_preemptions`` within the last ``window`` seconds."""
+    if len(preempted_at) < cfg.max_preemptions:
         return False
-    recent = sum(1 for t in r.preempted_at if now - t < cfg.window)
+    recent = len(preempted_at) - bisect_right(preempted_at, now - cfg.window)
+    # bisect counts t > now - window; the cap counts now - t < window: the same set.
     return recent >= cfg.max_preemptions
+
+
+def protected(r: Running, now: float, cfg: PreemptionConfig, reclaim: bool = False) -> bool:
+    """Whether ``r`` may not be evicted now (class, minimum runtime, thrash cap); ``reclaim``:
+    by a queue taking back what it lent."""
+    if not r.preemptible or now - r.start < min_runtime(cfg, reclaim):
+        return True
+    return capped(r.preempted_at, now, cfg)
+
+
+def protected_until(r: Running, now: float, cfg: PreemptionConfig, reclaim: bool) -> float:
+    """When a preemptible ``r`` protected now stops being protected (a lower bound for the
+    thrash cap: the oldest preemption in the window leaves it then)."""
+    until = r.start + min_runtime(cfg, reclaim)
+    if now >= until and r.preempted_at:
+        k = len(r.preempted_at) - cfg.max_preemptions
+        until = r.preempted_at[max(0, k)] + cfg.window
+    return until
 
 
 def victim_order(candidates: Sequence[Running], now: float) -> list[Running]:
     """Cheapest first: least work lost, then the most recently started, then by id."""
     return sorted(candidates, key=lambda r: (r.lost_gpu_seconds(now), -r.start, r.job.id))
+
+
+def no_borrow_class(
+    job_class: str, classes: Mapping[str, PriorityClass], cfg: PreemptionConfig | None
+) -> str | None:
+    """Why jobs of ``job_class`` may not borrow quota (None: they may): with reclaim on, a
+    class that is not preemptible could never give borrowed capacity back (nor could any job
+    with a thrash cap of 0)."""
+    if cfg is None or not cfg.reclaim:
+        return None
+    if cfg.max_preemptions == 0:
+        return "max_preemptions is 0, so nothing could be reclaimed"
+    pc = classes.get(job_class)
+    if pc is None or not pc.preemptible:
+        return f"class {job_class} is not preemptible"
+    return None

@@ -32,11 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from suanli.core.backfill import DEFAULT_ESTIMATE, Reservation, reserve, still_fits
+from suanli.core.backfill import DEFAULT_DEPTH, Easy, Reservation, make_backfill, reserve
+from suanli.core.budget import BudgetBlock, BudgetBook
+from suanli.core.budget_gate import BudgetGate
 from suanli.core.decisions import (
     Admit,
     BehindReservation,
     Decision,
+    FairShareWait,
     HeadOfLine,
     JobPlacement,
     NoCapacity,
@@ -44,9 +47,10 @@ from suanli.core.decisions import (
     Reason,
     Skip,
 )
-from suanli.core.gang import place_job
+from suanli.core.eviction import job_demand, preempt
+from suanli.core.gang import no_capacity, place_job
 from suanli.core.model import MILLI, Job
-from suanli.core.preemption import PreemptionConfig, Running, protected, victim_order
+from suanli.core.preemption import PreemptionConfig, Running, capped, no_borrow_class
 from suanli.core.seams import OrderContext, Placement, QueueOrder
 from suanli.core.shapes import ShapeTable
 from suanli.core.shares import Shares
@@ -65,7 +69,7 @@ class _Shape:
     heap: list[tuple[Any, Job]] = field(default_factory=list)
     active_key: Any = None  # key of the entry in the active heap, if any
     skipped: str | None = None  # the head job last tried and found not to fit
-    blocked: OverQuota | NoCapacity | None = None
+    blocked: OverQuota | NoCapacity | BudgetBlock | None = None
     """Why the head cannot start although its shape fits the cluster: its queue's quota, or
     no room on the GPU models its quota allows. Cleared (and the lane woken) by a release."""
 
@@ -84,6 +88,8 @@ class Scheduler:
         quotas: QuotaBook | None = None,
         preemption: PreemptionConfig | None = None,
         backfill: str | None = None,
+        backfill_depth: int = DEFAULT_DEPTH,
+        budgets: BudgetBook | None = None,
     ) -> None:
         self.view = view
         self.order = order
@@ -92,14 +98,18 @@ class Scheduler:
         self.ctx = ctx or OrderContext()
         self.quotas = quotas
         """Quota queues and their usage; None: no quotas (every job may use any capacity)."""
+        self.budget = BudgetGate(budgets) if budgets is not None else None
+        """Budgets and their hard actions (``suanli.core.budget_gate``); None: no budgets."""
         self.table = ShapeTable(view)
         self._shapes: list[_Shape] = []  # lanes, by lane index
-        self._lane_ids: dict[tuple[int, int], int] = {}  # (shape id, queue) -> lane
+        # (shape, queue or group, may not borrow, budgets) -> lane
+        self._lane_ids: dict[tuple[int, int, bool, int], int] = {}
         self._lanes_of: dict[int, list[int]] = {}  # shape id -> its lanes
         self._waiting: dict[int, int] = {}  # shape id -> jobs of that shape pending
         self._pending: dict[str, tuple[Any, int]] = {}  # job id -> (key, lane)
         self._charged: dict[str, tuple[str, np.ndarray]] = {}  # running job -> (queue, demand)
-        self._blocked: dict[int, set[int]] = {}  # cohort -> lanes blocked by quota
+        # cohort (or -1 - queue, for a limit of the queue's own) -> lanes blocked by quota
+        self._blocked: dict[int, set[int]] = {}
         self._blocked_room: set[int] = set()  # lanes blocked for room on their allowed models
         self._queue_cache: dict[tuple[str, str], int] = {}
         self.preemption = preemption
@@ -110,11 +120,11 @@ class Scheduler:
         self._evictions: list[Preempt] = []  # this cycle's evictions, before their Admit
         self._now = 0.0
         self._preempting = False
-        if backfill not in (None, "easy", "oracle"):
-            raise ValueError(f"backfill must be None, 'easy' or 'oracle', got {backfill!r}")
+        self._bf = make_backfill(backfill, view, backfill_depth)
         self.backfill = backfill
-        """EASY backfill behind a reservation for the blocked head (``easy``: by the jobs'
-        estimates; ``oracle``: by their true runtimes, a reference); None: plain skip-ahead."""
+        """Backfill behind reservations (``suanli.core.backfill.MODES``: ``easy`` for the
+        blocked head, ``conservative`` for the first ``backfill_depth`` pending jobs; their
+        ``-oracle`` forms by true runtimes, a reference); None: plain skip-ahead."""
         self._track_running = preemption is not None or backfill is not None
         self._deferred: list[int] = []  # lanes held behind a reservation, for the next cycle
         self._health_seen = view.health_changes
@@ -131,6 +141,7 @@ class Scheduler:
         )
         self._shares = Shares(self.fair or "drf", getattr(order, "half_life", math.inf), caps)
         self._evicted_group: dict[str, int] = {}
+        self._owed: dict[int, set[int]] = {}  # cohort -> lanes waiting within their nominal
         self._active: list[tuple[Any, int]] = []  # heads of shapes worth trying, by key
         self._all: list[tuple[Any, Job]] = []  # strict mode: every pending job, by key
 
@@ -138,24 +149,48 @@ class Scheduler:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def submit(self, job: Job) -> None:
+    @property
+    def wake_at(self) -> float:
+        """When a cycle could start a job although nothing arrives or ends before then (a
+        protection that kept a waiting job from evicting ends); inf: no such time."""
+        return self._protect_wake
+
+    def submit(
+        self, job: Job, now: float | None = None, *, requeued: bool = False
+    ) -> Decision | None:
         """Add ``job`` to the pending queue. Job ids must be unique among pending jobs.
 
         With quotas, the job is charged to the queue it names or, failing that, the queue of
-        its organisation (``TenancySpec.queue_of``; ``SpecError`` if none serves it).
+        its organisation (``TenancySpec.queue_of``; ``SpecError`` if none serves it). With
+        budgets, a new job (not ``requeued``) may be refused (``Reject``, not queued) or
+        demoted (``Demoted``, queued in its new class); that decision is returned.
         """
         if job.id in self._pending:
             raise ValueError(f"job {job.id} is already pending")
+        told: Decision | None = None
+        if self.budget is not None and not requeued:
+            queued, told = self.budget.submitted(job, self._now if now is None else now)
+            if queued is None:
+                return told
+            job = queued
         queue = self._queue_index(job) if self.quotas is not None else -1
         key = self.order.key(job, self.ctx)
         self.placement.observe(job)
         sid = self.table.id_of((job.task, job.tasks, job.min_tasks))
         group = self._group_of(job, queue) if self.fair else 0
-        lane_id = self._lane_ids.get((sid, group if self.fair else queue))
+        # Jobs that may not borrow wait in lanes of their own: a quota answer is the same for
+        # every job of one lane, so a blocked head never holds back a job that could start.
+        lk = (
+            sid,
+            group if self.fair else queue,
+            queue >= 0 and self._no_borrow(job) is not None,
+            self.budget.lane_key(job) if self.budget is not None else 0,
+        )
+        lane_id = self._lane_ids.get(lk)
         if lane_id is None:
             lane_id = len(self._shapes)
             self._shapes.append(_Shape(sid, lane_id, queue, group))
-            self._lane_ids[(sid, group if self.fair else queue)] = lane_id
+            self._lane_ids[lk] = lane_id
             self._lanes_of.setdefault(sid, []).append(lane_id)
         shape = self._shapes[lane_id]
         waiting = self._waiting.get(sid, 0)
@@ -166,9 +201,12 @@ class Scheduler:
         self._pending[job.id] = (key, lane_id)
         if self.strict or self.backfill is not None:
             heapq.heappush(self._all, (key, job))
+        if self._bf is not None:
+            self._bf.submitted(key, job)
         if not self.strict:
             # Tried in the next cycle: it fits, or it gets its Skip with the reason.
             self._activate(shape)
+        return told
 
     def _group_of(self, job: Job, queue: int) -> int:
         """The fair-share group of ``job``: its quota queue, or its queue name."""
@@ -229,12 +267,33 @@ class Scheduler:
             if self._shapes[entry[1]].skipped != job_id:
                 return None
         lane = self._shapes[entry[1]]
-        if lane.blocked is not None and lane.skipped == job_id:
-            return lane.blocked
+        if lane.blocked is not None:
+            return lane.blocked  # the same answer for every job of the lane (same demand)
         sid = lane.sid
         if not self.table.is_tracked(sid) or self.table.fits(sid):
             return None
-        return self._no_capacity(sid)
+        job = next(j for _, j in lane.heap if j.id == job_id)
+        why = self._no_capacity(sid, job)
+        if self.fair:
+            # The other queue with the lowest share among those waiting goes first.
+            own = self._shares.share(lane.group)
+            ahead = min(
+                (
+                    (self._shares.share(other.group), other.group)
+                    for other in self._shapes
+                    if other.heap and other.group != lane.group
+                ),
+                default=None,
+            )
+            if ahead is not None and ahead[0] < own:
+                return self._fair_wait(why, lane.group, ahead[1])
+        return why
+
+    def _fair_wait(self, why: NoCapacity, group: int, ahead: int) -> FairShareWait:
+        sh = self._shares
+        return FairShareWait(
+            why, sh.names[group], sh.share(group), sh.names[ahead], sh.share(ahead)
+        )
 
     # ---------------------------------------------------------------- capacity changes
     def release(
@@ -243,7 +302,9 @@ class Scheduler:
         """Give a finished or evicted job's resources back to the view (and, with quotas, its
         usage back to its queue: ``job_id`` is then required). ``now``, when given, lets
         decayed fair-share usage count the job up to the moment it ended."""
-        if job_id is None and (self.fair or self._track_running or self.quotas is not None):
+        if job_id is None and (
+            self.fair or self._track_running or self.quotas is not None or self.budget is not None
+        ):
             raise ValueError(
                 "with quotas, fair sharing, preemption or backfill, release needs the job id"
             )
@@ -260,6 +321,9 @@ class Scheduler:
             r = self._running.get(job_id)
             if r is not None:
                 self._drop_running(r)
+        if self.budget is not None:
+            assert job_id is not None
+            self._settled(job_id, self._now if now is None else now)
         book = self.quotas
         if book is None:
             return
@@ -273,7 +337,9 @@ class Scheduler:
         assert book is not None
         # Capacity came back: lanes waiting for room on their allowed models, and lanes over
         # quota in this queue's cohort, are worth another try.
-        woken = self._blocked.pop(int(book.cohort[book.index[queue]]), set())
+        q = book.index[queue]
+        woken = self._blocked.pop(int(book.cohort[q]), set())
+        woken |= self._blocked.pop(-1 - q, set())  # over a limit of this queue's own
         woken |= self._blocked_room
         self._blocked_room = set()
         for lane_id in woken:
@@ -325,9 +391,11 @@ class Scheduler:
         active = self._active
         table = self.table
         res: Reservation | None = None
-        head = self._pending_head() if self.backfill is not None else None
+        plan = self._bf.begin(self, rng, decisions) if self._bf is not None else None
+        head = self._pending_head() if self._bf is not None and plan is None else None
         res_known = head is None
         fair = self.fair
+        took: int | None = None  # the fair-share group of this cycle's last admission
         while active:
             key, lane_id = heapq.heappop(active)
             shape = self._shapes[lane_id]
@@ -348,6 +416,13 @@ class Scheduler:
                 or (table.is_tracked(shape.sid) and not table.fits(shape.sid))
             ):
                 continue  # known not to fit, and already told: out until it fits again
+            decision: Decision | None = None
+            if plan is not None:
+                if plan.decided(job):
+                    continue  # within the plan's depth: its pass decided this job
+                decision = plan.attempt(self, job, shape, rng, decisions)
+                if decision is None:
+                    continue  # held back by a reservation: back when the plan changes
             if not res_known and job is not head:
                 # Worked out when a job behind the head first gets its turn.
                 res_known = True
@@ -356,23 +431,33 @@ class Scheduler:
                 decisions.append(Skip(job, BehindReservation(res.job.id, res.until)))
                 self._deferred.append(lane_id)  # tried again next cycle
                 continue
-            decision = self._try(job, shape, rng)
+            if decision is None:
+                decision = self._try(job, shape, rng)
             if self._evictions:
                 decisions.extend(self._evictions)
                 self._evictions.clear()
+            if fair:
+                if type(decision) is Admit:
+                    took = shape.group  # a lower (or equal) share went first this cycle
+                elif (
+                    took is not None
+                    and took != shape.group
+                    and isinstance(decision, Skip)
+                    and isinstance(decision.reason, NoCapacity)
+                ):
+                    decision = Skip(job, self._fair_wait(decision.reason, shape.group, took))
             decisions.append(decision)
             if type(decision) is Admit:
                 self._activate(shape)
+                if self._bf is not None:
+                    self._bf.started(self, job)
                 if head is not None and job is head:
                     # The head started: the next pending job is the one to reserve for.
                     head = self._pending_head()
                     res, res_known = None, head is None
             else:
-                if res is None and self.backfill is not None:
-                    res = reserve(
-                        self.view, job, self._running.values(), self._now,
-                        self.backfill == "oracle",
-                    )  # fmt: skip
+                if res is None and self._bf is not None and plan is None:
+                    res = self._reserve_for(job)
                 # Out of the active heap until a node change makes the shape fit again.
                 shape.skipped = job.id
         return decisions
@@ -398,8 +483,39 @@ class Scheduler:
         allow and it takes that), else Skip it."""
         decision = self._place(job, shape, rng)
         if type(decision) is Skip and self.preemption is not None and not self._preempting:
-            return self._preempt(job, shape, rng) or decision
+            assert isinstance(decision, Skip)
+            done = preempt(self, job, shape, rng, decision.reason)
+            if done is not None:
+                return done
+            if self.preemption.reclaim and shape.queue >= 0 and self._owed_to(job, shape.queue):
+                # Waiting within its guarantee: nobody may borrow in its cohort meanwhile.
+                assert self.quotas is not None
+                self._owed.setdefault(int(self.quotas.cohort[shape.queue]), set()).add(shape.lane)
         return decision
+
+    def _owed_to(self, job: Job, queue: int) -> bool:
+        """Whether ``queue`` could take ``job`` within its nominal quota (it is owed room)."""
+        book = self.quotas
+        assert book is not None
+        d = job_demand(job, book)
+        return bool((book.usage[queue] + d <= book.nominal[queue])[d > 0].all())
+
+    def _lender_waiting(self, queue: int) -> str | None:
+        """A queue of ``queue``'s cohort whose head job waits within its nominal quota (so
+        ``queue`` may not borrow now), or None. Stale entries are dropped here."""
+        book = self.quotas
+        assert book is not None
+        lanes = self._owed.get(int(book.cohort[queue]))
+        if not lanes:
+            return None
+        for lane_id in sorted(lanes):
+            lane = self._shapes[lane_id]
+            if lane.queue == queue:
+                continue
+            if lane.heap and self._owed_to(lane.heap[0][1], lane.queue):
+                return book.queues[lane.queue]
+            lanes.discard(lane_id)
+        return None
 
     def _place(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision:
         """Admit ``job`` if its shape fits (and its queue's quota allows it), else Skip it; a
@@ -416,9 +532,13 @@ class Scheduler:
             over, allowed = self._quota(job, shape.queue)
             if over is not None:
                 return self._block(job, shape, over)
+        if self.budget is not None:
+            held = self.budget.check(job, self._now)
+            if held is not None:
+                return self._budget_block(job, shape, held)
         if table.is_tracked(sid):
             if not table.fits(sid):
-                return Skip(job, self._no_capacity(sid))
+                return Skip(job, self._no_capacity(sid, job))
             k = table.counts(sid)
             if allowed is not None:
                 k *= allowed
@@ -444,8 +564,15 @@ class Scheduler:
                 else:
                     table.track(sid, k)
                 return Skip(job, reason)
-        heapq.heappop(shape.heap)
+        if shape.heap[0][1] is job:
+            heapq.heappop(shape.heap)
+        else:  # behind its lane's head (conservative backfill may start it first)
+            shape.heap.remove((self._pending[job.id][0], job))
+            heapq.heapify(shape.heap)
         del self._pending[job.id]
+        if self.budget is not None:
+            m = int(self.view.node_model[placement.tasks[0].node])
+            self.budget.started(job, self.view.models[m].name if m >= 0 else None, self._now)
         if shape.queue >= 0:
             self._charge(job, shape.queue, placement)
         if self.fair:
@@ -474,153 +601,6 @@ class Scheduler:
             table.set_idle(sid, True)
         shape.blocked = None
         return Admit(job, placement)
-
-    # ---------------------------------------------------------------- preemption
-    def _preempt(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision | None:
-        """Evict the cheapest set of candidate victims that lets ``job`` start, and start it;
-        None (nothing changed) if no such set exists. See ``suanli.core.preemption``."""
-        cfg = self.preemption
-        assert cfg is not None
-        now = self._now
-        prio = self.ctx.priority(job)
-        book = self.quotas
-        q = shape.queue
-        reclaiming = False
-        if book is not None and q >= 0 and cfg.reclaim:
-            d = self._job_demand(job, book)
-            governed = d > 0
-            reclaiming = bool((book.usage[q] + d <= book.nominal[q])[governed].all())
-        kinds: dict[str, str] = {}
-        borrowing: set[int] = set()
-        if book is not None and q >= 0:
-            over = (book.usage > book.nominal).any(axis=1) & (book.cohort == book.cohort[q])
-            over[q] = False
-            borrowing = set(np.flatnonzero(over).tolist())
-        running = self._running
-        for p_val, ids in self._evictable.items():
-            lower = p_val < prio
-            if not lower and not (reclaiming and borrowing):
-                continue
-            for i in ids:
-                r = running[i]
-                if book is None or r.queue == q:
-                    kind = "priority" if lower else ""
-                elif r.queue in borrowing:
-                    kind = "priority" if lower else "reclaim" if reclaiming else ""
-                else:
-                    kind = ""  # another queue within its quota, or another cohort: never
-                if kind:
-                    if not protected(r, now, cfg):
-                        kinds[i] = kind
-                    elif r.preemptible:
-                        # Protected for now: worth another look when its protection ends.
-                        until = r.start + cfg.min_runtime
-                        if now >= until and r.preempted_at:
-                            until = min(r.preempted_at) + cfg.window
-                        if until > now:
-                            self._protect_wake = min(self._protect_wake, until)
-                            self._protect_lanes.add(shape.lane)
-        if not kinds:
-            return None
-        # Cheap necessary condition, by GPU share alone: counting each node's free share plus
-        # its candidates', enough of the job's tasks must fit; keep only candidates on nodes
-        # that could then hold a task.
-        t = job.task
-        view = self.view
-        share = t.gpu_share_milli if t.gpus else 0
-        if share:
-            freed: dict[int, int] = {}
-            for i in kinds:
-                for tp in running[i].placement.tasks:
-                    freed[tp.node] = freed.get(tp.node, 0) + tp.gpu_milli * len(tp.gpus)
-            room = {n: int(view.node_free_milli[n]) + f for n, f in freed.items()}
-            useful = {n for n, v in room.items() if v >= share}
-            if int(view.node_free_milli.sum()) + sum(freed.values()) < job.min_tasks * share:
-                return None
-            if not useful:
-                return None
-            kinds = {
-                i: k
-                for i, k in kinds.items()
-                if any(tp.node in useful for tp in running[i].placement.tasks)
-            }
-        order = victim_order([running[i] for i in kinds], now)
-        need = job.min_tasks * share
-        free_now = int(view.node_free_milli.sum())
-        evicted: list[Running] = []
-        for r in order:
-            self._evict(r)
-            evicted.append(r)
-            free_now += r.placement.gpu_milli
-            if free_now >= need and self._fits(job, shape):
-                break
-        else:
-            for r in reversed(evicted):
-                self._restore(r)
-            return None
-        # Reprieve every victim not needed after all, the most expensive first.
-        for r in sorted(evicted, key=lambda r: (-r.lost_gpu_seconds(now), r.start, r.job.id)):
-            self._restore(r)
-            if not self._fits(job, shape):
-                self._evict(r)
-        victims = [r for r in evicted if r.job.id not in self._running]
-        self._preempting = True
-        try:
-            decision = self._place(job, shape, rng)
-        finally:
-            self._preempting = False
-        if type(decision) is not Admit:  # _fits said it would fit: cannot happen
-            raise AssertionError(f"job {job.id} fits after evictions but was not placed")
-        self._ended += len(victims)
-        for r in victims:
-            self._preempted_at.setdefault(r.job.id, []).append(now)
-            self._evictions.append(
-                Preempt(r.job, r.placement, job.id, kinds[r.job.id], r.lost_gpu_seconds(now))
-            )
-            if book is not None:
-                self._charged.pop(r.job.id)
-                self._wake_blocked(book.queues[r.queue])
-        return decision
-
-    def _job_demand(self, job: Job, book: QuotaBook) -> np.ndarray:
-        t, n = job.task, job.tasks
-        return book.demand(
-            n * t.cpu_milli, n * t.memory_mib, n * t.gpu_share_milli if t.gpus else 0, None
-        )
-
-    def _fits(self, job: Job, shape: _Shape) -> bool:
-        """Whether ``job`` could start now: its quota, then free capacity (exact counts)."""
-        allowed = None
-        if shape.queue >= 0:
-            over, allowed = self._quota(job, shape.queue)
-            if over is not None:
-                return False
-        k = self.view.fit_counts(job.task, job.tasks)
-        if allowed is not None:
-            k = k * allowed
-        return int(k.sum()) >= job.min_tasks
-
-    def _evict(self, r: Running) -> None:
-        """Take ``r`` off the view and its quota (a what-if until the eviction is decided)."""
-        for tp in r.placement.tasks:
-            self.view.release(tp)
-        if self.quotas is not None:
-            queue, demand = self._charged[r.job.id]
-            self.quotas.refund(queue, demand)
-        if self.fair:
-            self._evicted_group[r.job.id] = self._shares.stop(r.job.id, r.placement)
-        self._drop_running(r)
-
-    def _restore(self, r: Running) -> None:
-        """Undo ``_evict``."""
-        for tp in r.placement.tasks:
-            self.view.allocate(tp)
-        if self.quotas is not None:
-            queue, demand = self._charged[r.job.id]
-            self.quotas.charge(queue, demand)
-        if self.fair:
-            self._shares.start(r.job.id, self._evicted_group.pop(r.job.id), r.placement)
-        self._add_running(r)
 
     def _add_running(self, r: Running) -> None:
         self._running[r.job.id] = r
@@ -658,28 +638,23 @@ class Scheduler:
         if self._reservation_key != key:
             # Nothing ended since it was made (only jobs it allowed started): it still holds.
             self._reservation_key = key
-            self._reservation = reserve(
-                self.view, head, self._running.values(), self._now, self.backfill == "oracle"
-            )
+            self._reservation = self._reserve_for(head)
         return self._reservation
+
+    def _reserve_for(self, job: Job) -> Reservation | None:
+        """EASY's reservation for ``job``, made now (``suanli.core.backfill.reserve``)."""
+        assert isinstance(self._bf, Easy)
+        return reserve(self.view, job, self._bf.running(self), self._now)
 
     def _behind(self, job: Job, res: Reservation) -> bool:
         """Whether starting ``job`` now could delay reservation ``res`` (EASY's test)."""
-        oracle = self.backfill == "oracle"
-        est = job.runtime if oracle else job.estimate
-        if self._now + (est if est is not None else DEFAULT_ESTIMATE) <= res.until:
+        assert isinstance(self._bf, Easy)
+        if self._bf.ends_before(job, self._now, res):
             return False  # it ends before the reservation starts
         lane = self._shapes[self._pending[job.id][1]]
         if self.table.is_tracked(lane.sid) and not self.table.fits(lane.sid):
             return False  # cannot start anyway: its own Skip says why
-        jp, _, _ = place_job(self.view, job, self.placement, np.random.default_rng(0))
-        if jp is None:
-            return False
-        try:
-            return not still_fits(self.view, res, (tp.node for tp in jp.tasks))
-        finally:
-            for tp in jp.tasks:
-                self.view.release(tp)
+        return self._bf.behind(self.view, job, res, self.placement)
 
     # ---------------------------------------------------------------- quotas
     def _quota(self, job: Job, queue: int) -> tuple[OverQuota | None, np.ndarray | None]:
@@ -691,7 +666,13 @@ class Scheduler:
         t = job.task
         n = job.tasks
         cpu, mem, gpu = n * t.cpu_milli, n * t.memory_mib, n * t.gpu_share_milli if t.gpus else 0
-        over = book.check(name, book.demand(cpu, mem, gpu, None))
+        nb = self._no_borrow(job)
+        scope = "queue"
+        if nb is None and self._owed:
+            lender = self._lender_waiting(queue)
+            if lender is not None:
+                nb, scope = f"queue {lender} waits for its quota", "cohort"
+        over = book.check(name, book.demand(cpu, mem, gpu, None), nb, scope)
         if over is not None or not gpu or not book.per_model:
             return over, None
         ok: list[str] = []
@@ -699,7 +680,7 @@ class Scheduler:
         for m in self.view.models:
             if t.gpu_models and m.name not in t.gpu_models:
                 continue
-            o = book.check(name, book.demand(cpu, mem, gpu, m.name))
+            o = book.check(name, book.demand(cpu, mem, gpu, m.name), nb, scope)
             if o is None:
                 ok.append(m.name)
             elif first is None:
@@ -708,6 +689,38 @@ class Scheduler:
             return first, None
         return None, self.view.model_ok(frozenset(ok))
 
+    def _no_borrow(self, job: Job) -> str | None:
+        """Why ``job`` may not borrow quota (None: it may): with reclaim on, a job that could
+        not be reclaimed (not preemptible, or at its thrash cap) stays within the nominal."""
+        cfg = self.preemption
+        why = no_borrow_class(job.priority_class, self.ctx.priority_classes, cfg)
+        if why is not None or cfg is None or not cfg.reclaim:
+            return why
+        history = self._preempted_at.get(job.id, ())
+        if capped(history, self._now, cfg):
+            return f"job preempted {len(history)} times, at its cap"
+        return None
+
+    def _settled(self, job_id: str, now: float) -> None:
+        """A job ended (or was evicted): settle its cost; budget-blocked lanes look again."""
+        assert self.budget is not None
+        for lane_id in self.budget.ended(job_id, now):
+            lane = self._shapes[lane_id]
+            if isinstance(lane.blocked, BudgetBlock):
+                lane.blocked = None
+                lane.skipped = None
+                self._activate(lane)
+
+    def _budget_block(self, job: Job, shape: _Shape, why: BudgetBlock) -> Skip:
+        """Skip ``job``: its lane waits until ``why.until``, or until a job ends."""
+        assert self.budget is not None
+        shape.blocked = why
+        shape.skipped = job.id
+        self.budget.blocked.add(shape.lane)
+        self._protect_wake = min(self._protect_wake, why.until)
+        self._protect_lanes.add(shape.lane)
+        return Skip(job, why)
+
     def _block(self, job: Job, shape: _Shape, why: OverQuota | NoCapacity) -> Skip:
         """Skip ``job``: its lane waits for a release (in its cohort, for a quota)."""
         book = self.quotas
@@ -715,7 +728,16 @@ class Scheduler:
         shape.blocked = why
         shape.skipped = job.id
         if isinstance(why, OverQuota):
-            self._blocked.setdefault(int(book.cohort[shape.queue]), set()).add(shape.lane)
+            # Woken by a release in its cohort, or (a limit of its own) in its queue only.
+            key = -1 - shape.queue if why.scope == "queue" else int(book.cohort[shape.queue])
+            self._blocked.setdefault(key, set()).add(shape.lane)
+            history = self._preempted_at.get(job.id)
+            cfg = self.preemption
+            if history and cfg is not None and capped(history, self._now, cfg):
+                # Kept from borrowing by its thrash cap: look again when the cap lifts.
+                lifts = history[max(0, len(history) - cfg.max_preemptions)] + cfg.window
+                self._protect_wake = min(self._protect_wake, lifts)
+                self._protect_lanes.add(shape.lane)
         else:
             self._blocked_room.add(shape.lane)
         return Skip(job, why)
@@ -756,9 +778,9 @@ class Scheduler:
                     self._activate(self._shapes[lane_id])
             woken.clear()
 
-    def _no_capacity(self, sid: int) -> NoCapacity:
+    def _no_capacity(self, sid: int, job: Job) -> NoCapacity:
         t = self.table
-        return NoCapacity(int(t.need[sid]), t.total(sid), t.largest(sid))
+        return no_capacity(self.view, job, t.total(sid), t.largest(sid))
 
     def _activate(self, shape: _Shape) -> None:
         if not shape.heap:

@@ -23,6 +23,7 @@ class Shares:
         self.half_life = half_life
         self.inv_cap = np.where(capacity > 0, 1.0 / np.maximum(capacity, 1.0), 0.0)
         self.ids: dict[str, int] = {}
+        self.names: list[str] = []
         self.weight: list[float] = []
         self.held = np.zeros((0, 3))
         self.decayed = np.zeros(0)
@@ -34,6 +35,7 @@ class Shares:
         g = self.ids.get(name)
         if g is None:
             g = self.ids[name] = len(self.ids)
+            self.names.append(name)
             self.weight.append(weight)
             self.held = np.vstack((self.held, np.zeros(3)))
             self.decayed = np.append(self.decayed, 0.0)

@@ -127,6 +127,10 @@ class OverQuota:
     need: int
     available: int
     limit: str
+    scope: str = "cohort"
+    """``queue``: a limit of the queue's own binds (its borrowing limit, or its nominal for a
+    job that may not borrow), so only the queue's own jobs ending can lift it; ``cohort``:
+    the cohort's shared pool is what is short."""
 
     def __str__(self) -> str:
         unit, scale = _unit(self.resource)
@@ -204,12 +208,22 @@ class QuotaBook:
         return any(r.startswith(GPU_MODEL_PREFIX) for r in self.resources)
 
     # ---------------------------------------------------------------- admission
-    def check(self, queue: str, d: np.ndarray) -> OverQuota | None:
-        """None if ``queue`` can take demand ``d`` now, else the first rule that binds."""
+    def check(
+        self, queue: str, d: np.ndarray, no_borrow: str | None = None, scope: str = "queue"
+    ) -> OverQuota | None:
+        """None if ``queue`` can take demand ``d`` now, else the first rule that binds.
+        ``no_borrow`` (why the demand may not borrow) caps it at the queue's nominal; ``scope``
+        is that cap's ``OverQuota.scope``."""
         i = self.index[queue]
         c = self.cohort[i]
         u = self.usage[i]
         after = u + d
+        if no_borrow is not None:
+            for j in np.flatnonzero((d > 0) & (after > self.nominal[i])):
+                can = max(0.0, self.nominal[i, j] - u[j])
+                return OverQuota(
+                    queue, self.resources[j], int(d[j]), int(can), f"nominal: {no_borrow}", scope
+                )
         for j in np.flatnonzero(d > 0):
             room = max(0.0, self.pool[c, j] - self.pool_used[c, j])
             own = max(0.0, self.reserve[i, j] - u[j])
@@ -219,7 +233,12 @@ class QuotaBook:
             can = min(self.cap[i, j] - u[j], own + room)
             if after[j] > self.cap[i, j]:
                 return OverQuota(
-                    queue, self.resources[j], int(d[j]), int(max(0.0, can)), "borrowing limit"
+                    queue,
+                    self.resources[j],
+                    int(d[j]),
+                    int(max(0.0, can)),
+                    "borrowing limit",
+                    "queue",
                 )
             extra = max(0.0, after[j] - self.reserve[i, j]) - drawn
             if extra > 0 and self.pool_used[c, j] + extra > self.pool[c, j]:
@@ -249,14 +268,18 @@ class QuotaBook:
         i = self.index[queue]
         return np.minimum(self.cap[i], self.reserve[i] + self.pool[self.cohort[i]])
 
-    def impossible(self, queue: str, d: np.ndarray) -> str | None:
-        """Why demand ``d`` can never be admitted to ``queue`` (None if it can be)."""
+    def impossible(self, queue: str, d: np.ndarray, no_borrow: str | None = None) -> str | None:
+        """Why demand ``d`` can never be admitted to ``queue`` (None if it can be);
+        ``no_borrow`` (why it may not borrow) caps it at the nominal."""
         top = self.ceiling(queue)
+        if no_borrow is not None:
+            top = np.minimum(top, self.nominal[self.index[queue]])
         for j in np.flatnonzero(d > top):
             unit, scale = _unit(self.resources[j])
+            why = f" ({no_borrow}: it may not borrow)" if no_borrow is not None else ""
             return (
                 f"queue {queue} can never hold {d[j] / scale:g} {unit} of {self.resources[j]} "
-                f"(its most: {top[j] / scale:g})"
+                f"(its most: {top[j] / scale:g}){why}"
             )
         return None
 

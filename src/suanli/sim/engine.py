@@ -16,19 +16,28 @@ import gc
 import heapq
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from suanli.core.decisions import Admit, JobPlacement, Preempt
-from suanli.core.model import ClusterSpec, Job, SpecError
-from suanli.core.preemption import PreemptionConfig
+from suanli.core.budget import BudgetBook
+from suanli.core.decisions import Admit, Demoted, JobPlacement, Preempt, Reason, Skip
+from suanli.core.model import (
+    DEFAULT_PRIORITY_CLASSES,
+    ClusterSpec,
+    Job,
+    PriorityClass,
+    SpecError,
+)
+from suanli.core.preemption import PreemptionConfig, no_borrow_class
 from suanli.core.registry import create
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
 from suanli.core.tenancy import QuotaBook, TenancySpec
 from suanli.core.view import ClusterView
+from suanli.sim.attempts import FINISHED, PREEMPTED, RUNNING, AttemptLog
+from suanli.sim.explain import Explainer
 from suanli.sim.results import JobRecords, SimResult, summarise
 
 
@@ -36,13 +45,24 @@ class ImpossibleJobError(SpecError):
     """A job that could not run even on the empty cluster."""
 
 
+_BACKFILL_MODES = {
+    "easy": "easy",
+    "easy-oracle": "oracle",
+    "conservative": "conservative",
+    "conservative-oracle": "conservative-oracle",
+}
+"""Policy-set MODE -> the scheduler's ``backfill`` value."""
+
+
 @dataclass(frozen=True, slots=True)
 class PolicySet:
     """One combination of policies to simulate, by registry name.
 
     ``strict``: the head of the queue blocks everything behind it. ``backfill``: skip-ahead
-    behind an EASY reservation for the blocked head (``easy``: by the jobs' estimates;
-    ``oracle``: by their true runtimes, a reference); None: plain skip-ahead.
+    behind reservations (``suanli.core.backfill``): ``easy`` for the blocked head by the
+    jobs' estimates, ``oracle`` the same by their true runtimes (a reference);
+    ``conservative`` for every pending job up to the scheduler's depth, and
+    ``conservative-oracle`` by true runtimes; None: plain skip-ahead.
     """
 
     queue: str = "fifo"
@@ -54,22 +74,26 @@ class PolicySet:
     def label(self) -> str:
         mode = "/strict" if self.strict else ""
         if self.backfill:
-            mode = "/easy" if self.backfill == "easy" else "/easy-oracle"
+            mode = "/" + next(
+                (k for k, v in _BACKFILL_MODES.items() if v == self.backfill), self.backfill
+            )
         return f"{self.queue}{mode}+{self.placement}"
 
     @classmethod
     def parse(cls, text: str) -> PolicySet:
         """``QUEUE[/MODE]+PLACEMENT``, e.g. ``fifo/strict+first-fit``, ``priority+best-fit`` or
-        ``fair-share/easy+best-fit``; MODE is ``skip`` (default), ``strict``, ``easy`` or
-        ``easy-oracle``."""
+        ``fair-share/easy+best-fit``; MODE is ``skip`` (default), ``strict``, ``easy``,
+        ``easy-oracle``, ``conservative`` or ``conservative-oracle``."""
         parts = [p.strip() for p in text.split("+")]
         if len(parts) != 2 or not all(parts):
             raise SpecError(f"policy set {text!r}: expected QUEUE[/MODE]+PLACEMENT")
         queue, _, mode = (p.strip() for p in parts[0].partition("/"))
-        modes = {"": None, "skip": None, "strict": None, "easy": "easy", "easy-oracle": "oracle"}
+        modes = {"": None, "skip": None, "strict": None, **_BACKFILL_MODES}
         if mode not in modes:
             raise SpecError(
-                f"policy set {text!r}: mode must be skip, strict, easy or easy-oracle, got {mode!r}"
+                f"policy set {text!r}: mode must be skip, strict, easy or easy-oracle (EASY "
+                "backfill), or conservative or conservative-oracle (conservative backfill), "
+                f"got {mode!r}"
             )
         return cls(queue=queue, placement=parts[1], strict=mode == "strict", backfill=modes[mode])
 
@@ -94,10 +118,18 @@ def check_feasible(cluster: ClusterSpec, jobs: Sequence[Job]) -> None:
             )
 
 
-def check_quotas(cluster: ClusterSpec, jobs: Sequence[Job], tenancy: TenancySpec) -> None:
+def check_quotas(
+    cluster: ClusterSpec,
+    jobs: Sequence[Job],
+    tenancy: TenancySpec,
+    preemption: PreemptionConfig | None = None,
+    classes: Mapping[str, PriorityClass] | None = None,
+) -> None:
     """Raise ``ImpossibleJobError`` for the first job its queue can never admit (or that no
-    queue serves): its whole demand must fit the queue's ceiling, on some GPU model it may use
-    when GPUs are governed per model."""
+    queue serves): its whole demand must fit the queue's ceiling (its nominal, for a job that
+    may not borrow: ``no_borrow_class``), on some GPU model it may use when GPUs are governed
+    per model."""
+    classes = DEFAULT_PRIORITY_CLASSES if classes is None else classes
     book = QuotaBook(tenancy)
     view = ClusterView(cluster)
     models = [m.name for m in cluster.gpu_models]
@@ -105,17 +137,20 @@ def check_quotas(cluster: ClusterSpec, jobs: Sequence[Job], tenancy: TenancySpec
     for job in jobs:
         queue = tenancy.queue_of(job)
         t = job.task
-        key = (queue, t, job.tasks)
+        nb = no_borrow_class(job.priority_class, classes, preemption)
+        key = (queue, t, job.tasks, nb)
         if key in seen:
             continue
         seen.add(key)
         n = job.tasks
         gpu = n * t.gpu_share_milli if t.gpus else 0
-        why = book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, None))
+        why = book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, None), nb)
         if why is None and gpu and book.per_model:
             usable = [m for m in models if not t.gpu_models or m in t.gpu_models]
             whys = {
-                m: book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, m))
+                m: book.impossible(
+                    queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, m), nb
+                )
                 for m in usable
             }
             allowed = [m for m, w in whys.items() if w is None]
@@ -146,6 +181,8 @@ def simulate(
     ctx: OrderContext | None = None,
     progress: Callable[[int], None] | None = None,
     scheduler: type[Scheduler] = Scheduler,
+    explain: Collection[str] = (),
+    budgets: BudgetBook | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -157,12 +194,15 @@ def simulate(
     ``tenancy`` puts every job under its queue's quota (``suanli.core.tenancy``);
     ``preemption`` lets the scheduler evict running jobs (``suanli.core.preemption``): a
     victim is requeued and resumes from its last checkpoint after the restart overhead.
+    ``explain`` names jobs whose timelines to keep (``SimResult.explain``). ``budgets``
+    (a fresh ``BudgetBook`` per run: it keeps the accounts) applies budgets' hard actions:
+    refused jobs never run, demoted ones run in their new class (``SimResult.budget``).
     """
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
     check_feasible(cluster, jobs)
     if tenancy is not None:
-        check_quotas(cluster, jobs, tenancy)
+        check_quotas(cluster, jobs, tenancy, preemption, ctx.priority_classes if ctx else None)
     # A million-job replay holds millions of long-lived objects; without this, the cyclic
     # garbage collector re-traverses all of them again and again. Restored on the way out.
     gc.collect()
@@ -180,6 +220,8 @@ def simulate(
             scheduler,
             tenancy,
             preemption,
+            explain,
+            budgets,
         )
     finally:
         gc.unfreeze()
@@ -197,6 +239,8 @@ def _run(
     scheduler: type[Scheduler],
     tenancy: TenancySpec | None = None,
     preemption: PreemptionConfig | None = None,
+    explain: Collection[str] = (),
+    budgets: BudgetBook | None = None,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -210,11 +254,15 @@ def _run(
         quotas=QuotaBook(tenancy) if tenancy is not None else None,
         preemption=preemption,
         backfill=policy.backfill,
+        budgets=budgets,
     )
     n = len(jobs)
     times = np.fromiter((j.submit for j in jobs), dtype=np.float64, count=n)
     if not bool((np.diff(times) > 0).all()):  # already in (submit, id) order when strictly rising
         jobs = sorted(jobs, key=lambda j: (j.submit, j.id))
+    roster: list[Job] = list(jobs) if budgets is not None else []  # demotions change it
+    if budgets is not None:
+        jobs = roster
     index = {job.id: i for i, job in enumerate(jobs)}
     if len(index) != n:
         raise SpecError("job ids must be unique")
@@ -238,9 +286,10 @@ def _run(
     preempted = [0] * n
     lost_gpu_s = [0.0] * n
     held_s = [0.0] * n  # seconds holding resources, over all attempts
-    att_job: list[int] = []  # every finished or preempted attempt: job index, start, end
-    att_start: list[float] = []
-    att_end: list[float] = []
+    log = AttemptLog(view.node_model.tolist(), [m.name for m in view.models])
+    waited: dict[int, Reason] = {}  # job index -> the last reason it was given while pending
+    budget_notes: dict[int, str] = {}  # job index -> refused or demoted, and why
+    notes = Explainer(explain)
     overhead = preemption.restart_overhead if preemption is not None else 0.0
     seq = 0
     busy_milli = 0.0
@@ -260,6 +309,8 @@ def _run(
         t_arr = submit[nxt] if nxt < n else inf
         t_fin = finish_heap[0][0] if finish_heap else inf
         t = t_arr if t_arr < t_fin else t_fin
+        if cycle_interval == 0 and len(sched):
+            t = min(t, sched.wake_at)  # e.g. a protection that kept a job from evicting ends
         t_tick = inf
         if cycle_interval > 0 and len(sched):
             t_tick = (math.floor(s_t[-1] / cycle_interval) + 1) * cycle_interval if s_t else 0.0
@@ -276,12 +327,21 @@ def _run(
             sched.release(p, jobs[i].id, t)
             finish[i] = t
             held_s[i] += t - attempt_start[i]
-            att_job.append(i)
-            att_start.append(attempt_start[i])
-            att_end.append(t)
+            log.add(i, attempt_start[i], t, p, FINISHED)
+            if notes:
+                notes.note(jobs[i].id, t, "finished")
             busy_milli -= p.gpu_milli * util[i]
         while nxt < n and submit[nxt] == t:
-            sched.submit(jobs[nxt])
+            told = sched.submit(jobs[nxt], t)
+            if notes:
+                notes.submitted(jobs[nxt].id, t)
+            if told is not None:
+                budget_notes[nxt] = str(told)
+                if type(told) is Demoted:
+                    roster[nxt] = told.job  # it runs (and is reported) in its new class
+                elif notes:
+                    notes.note(told.job.id, t, str(told))
+                    notes.waiting.discard(told.job.id)
             nxt += 1
         if cycle_interval > 0 and t != t_tick:
             # An instant that lands exactly on a tick is that tick (the queue may have been
@@ -305,10 +365,15 @@ def _run(
                     preempted[i] += 1
                     lost_gpu_s[i] += p.gpu_milli / 1000.0 * (t - attempt_start[i] - kept)
                     held_s[i] += t - attempt_start[i]
-                    att_job.append(i)
-                    att_start.append(attempt_start[i])
-                    att_end.append(t)
-                    sched.submit(d.job)
+                    log.add(i, attempt_start[i], t, p, PREEMPTED)
+                    sched.submit(d.job, t, requeued=True)
+                    if notes:
+                        notes.preempted(d, t)
+                    continue
+                if type(d) is Skip:
+                    waited[index[d.job.id]] = d.reason
+                    if notes:
+                        notes.pending(d.job.id, t, d.reason)
                     continue
                 if type(d) is Admit:
                     job = d.job
@@ -338,6 +403,10 @@ def _run(
                     attempt_overhead[i] = extra
                     attempt_seq[i] = seq
                     heapq.heappush(finish_heap, (t + duration, seq, i))
+                    if notes:
+                        notes.started(d, t, cluster)
+        if notes:
+            notes.after_cycle(t, sched.reason)
         s_t.append(t)
         s_alloc.append(view.allocated_milli)
         s_busy.append(busy_milli)
@@ -352,11 +421,13 @@ def _run(
     rec.gpu_milli = np.array(held_milli, dtype=np.int64)
     rec.nodes = np.array(used_nodes, dtype=np.int64)
     rec.held_s = np.array(held_s)
-    rec.attempts = (
-        np.array(att_job, dtype=np.int64),
-        np.array(att_start),
-        np.array(att_end),
-    )
+    # Attempts still running when the clock stopped end there (what they held is metered).
+    stop = end if until is not None else (s_t[-1] if s_t else 0.0)
+    for i, p in running.items():
+        log.add(i, attempt_start[i], max(stop, attempt_start[i]), p, RUNNING)
+    rec.attempts, rec.use = log.arrays()
+    rec.waited = waited
+    rec.budget = budget_notes
     if preemption is not None:
         rec.preemptions = np.array(preempted, dtype=np.int64)
         rec.lost_gpu_s = np.array(lost_gpu_s)
@@ -364,6 +435,8 @@ def _run(
         r = sched.reason(job.id)
         if r is not None:
             rec.reason[index[job.id]] = str(r)
+        if notes:
+            notes.note(job.id, stop, f"still pending: {r}" if r is not None else "still pending")
     if progress is not None:
         progress(nxt)
     wall = time.perf_counter() - wall0
@@ -377,4 +450,6 @@ def _run(
         cycles=cycles,
         decisions=decisions,
         wall_s=wall,
+        explain=notes.events,
+        budget_alerts=[str(a) for a in budgets.alerts] if budgets is not None else [],
     )

@@ -3,7 +3,9 @@
 ``write_results(results, out_dir)`` writes, for each result, ``<stem>-jobs.csv`` (one row per
 job) and ``<stem>-series.csv`` (the cluster state after each simulated instant), the same as
 JSON (``<stem>-jobs.jsonl``, one object per job and line; ``<stem>-series.json``), plus
-``summary.json`` (every result's ``SimResult.summary()`` and the files written for it) and
+``<stem>-attempts.csv`` (every attempt of every job and what it held: metering's input),
+``summary.json`` (every result's ``SimResult.summary()``, the files written for it and the
+GPU-hours its attempts held) and
 ``allocation.png`` (GPU allocation and pending jobs over time, one line per policy set).
 ``<stem>`` is the policy-set label made filename-safe (``fifo/strict+best-fit`` →
 ``fifo-strict_best-fit``), unique within one call.
@@ -20,11 +22,13 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from suanli.sim.attempts import OUTCOMES
 from suanli.sim.results import SimResult
 
 __all__ = [
@@ -58,7 +62,31 @@ JOB_COLUMNS = (
     "gpu_milli",
     "nodes",
     "pending_reason",
+    "queue",
+    "preemptions",
+    "waited_for",
+    "budget",
 )
+ATTEMPT_COLUMNS = (
+    "job",
+    "attempt",
+    "tenant",
+    "queue",
+    "priority_class",
+    "start",
+    "end",
+    "outcome",
+    "gpu",
+    "gpu_milli",
+    "cpu_milli",
+    "memory_mib",
+    "gpu_util",
+    "storage_gb",
+    "network_gb",
+)
+"""One row per attempt (``<stem>-attempts.csv``): what metering reads. ``gpu`` is
+``MODEL=milli`` (``;``-separated when an attempt spans GPU models); ``network_gb`` is the job's
+declared transfer, shared among its attempts in proportion to their durations."""
 SERIES_COLUMNS = ("t", "gpu_allocation", "gpu_utilisation", "pending_jobs")
 SUMMARY_FILE = "summary.json"
 PLOT_FILE = "allocation.png"
@@ -138,7 +166,7 @@ def _fmt_times(values: np.ndarray) -> list[str]:
     return ["" if v != v else (f"{v:.3f}".rstrip("0").rstrip(".") or "0") for v in values.tolist()]
 
 
-_TIME_COLUMNS = frozenset({"submit", "start", "finish", "wait", "jct", "t"})
+_TIME_COLUMNS = frozenset({"submit", "start", "finish", "wait", "jct", "t", "end"})
 _RATIO_COLUMNS = frozenset({"gpu_allocation", "gpu_utilisation"})
 
 
@@ -162,8 +190,62 @@ def job_columns(result: SimResult) -> dict[str, list[Any]]:
         rec.gpu_milli.tolist(),
         rec.nodes.tolist(),
         [rec.reason.get(i, "") for i in range(len(rec.ids))],
+        result.job_queue or [""] * len(rec.ids),
+        rec.preemptions.tolist() if rec.preemptions is not None else [0] * len(rec.ids),
+        [str(rec.waited[i]) if i in rec.waited else "" for i in range(len(rec.ids))],
+        [rec.budget.get(i, "") for i in range(len(rec.ids))],
     )
     return dict(zip(JOB_COLUMNS, values, strict=True))
+
+
+def attempt_columns(result: SimResult) -> dict[str, list[Any]]:
+    """Every attempt of every job (``ATTEMPT_COLUMNS``), by job in record order, then start."""
+    rec = result.records
+    if rec.attempts is None or rec.use is None:
+        return {c: [] for c in ATTEMPT_COLUMNS}
+    aj, a_start, a_end = rec.attempts
+    use = rec.use
+    order = np.lexsort((a_start, aj))
+    dur = a_end - a_start
+    held = np.bincount(aj, weights=dur, minlength=len(rec.ids))
+    n = len(rec.ids)
+    util = result.job_gpu_util if result.job_gpu_util is not None else np.ones(n)
+    storage = result.job_storage_gb if result.job_storage_gb is not None else np.zeros(n)
+    network = result.job_network_gb if result.job_network_gb is not None else np.zeros(n)
+    queues = result.job_queue or [""] * n
+    cols: dict[str, list[Any]] = {c: [] for c in ATTEMPT_COLUMNS}
+    seen = np.zeros(n, dtype=np.int64)
+    for a in order.tolist():
+        i = int(aj[a])
+        cols["job"].append(rec.ids[i])
+        cols["attempt"].append(int(seen[i]))
+        seen[i] += 1
+        cols["tenant"].append(result.job_tenant[i])
+        cols["queue"].append(queues[i])
+        cols["priority_class"].append(result.job_class[i])
+        cols["start"].append(float(a_start[a]))
+        cols["end"].append(float(a_end[a]))
+        cols["outcome"].append(OUTCOMES[int(use.outcome[a])])
+        cols["gpu"].append(";".join(f"{m}={milli}" for m, milli in use.gpu_by_model(a)))
+        cols["gpu_milli"].append(int(use.gpu_milli[a]))
+        cols["cpu_milli"].append(int(use.cpu_milli[a]))
+        cols["memory_mib"].append(int(use.memory_mib[a]))
+        cols["gpu_util"].append(float(util[i]))
+        cols["storage_gb"].append(float(storage[i]))
+        share = float(dur[a] / held[i]) if held[i] > 0 else 0.0
+        cols["network_gb"].append(float(network[i]) * share)
+    return cols
+
+
+def allocated_gpu_hours(attempts: Mapping[str, Sequence[Any]]) -> str:
+    """GPU-hours held over all attempts, exact to the millisecond times the attempts CSV
+    holds (a decimal string): what a bill made from that CSV must add up to."""
+    total = 0
+    starts = _fmt_times(np.asarray(attempts["start"], dtype=np.float64))
+    ends = _fmt_times(np.asarray(attempts["end"], dtype=np.float64))
+    for s, e, g in zip(starts, ends, attempts["gpu_milli"], strict=True):
+        total += int(g) * (int(Decimal(e) * 1000) - int(Decimal(s) * 1000))
+    return str(Decimal(total) / Decimal(3_600_000_000))
 
 
 def series_columns(result: SimResult) -> dict[str, list[Any]]:
@@ -315,22 +397,28 @@ def write_results(
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     files: list[dict[str, str]] = []
+    gpu_hours: list[str] = []
     for result, stem in zip(results, file_stems(r.label for r in results), strict=True):
         names = {
             "jobs_csv": f"{stem}-jobs.csv",
             "series_csv": f"{stem}-series.csv",
             "jobs_jsonl": f"{stem}-jobs.jsonl",
             "series_json": f"{stem}-series.json",
+            "attempts_csv": f"{stem}-attempts.csv",
         }
         write_jobs_csv(result, out / names["jobs_csv"])
         write_series_csv(result, out / names["series_csv"])
         write_jobs_jsonl(result, out / names["jobs_jsonl"])
         write_series_json(result, out / names["series_json"])
+        attempts = attempt_columns(result)
+        _write_csv(attempts, out / names["attempts_csv"])
+        gpu_hours.append(allocated_gpu_hours(attempts))
         written += [out / n for n in names.values()]
         files.append(names)
     doc = results_document(results, meta)
-    for entry, names in zip(doc["results"], files, strict=True):
+    for entry, names, gh in zip(doc["results"], files, gpu_hours, strict=True):
         entry["files"] = names
+        entry["allocated_gpu_hours"] = gh
     summary_path = out / SUMMARY_FILE
     summary_path.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     written.append(summary_path)

@@ -9,7 +9,7 @@ jobs arrive at once, to the end of the run), at every instant ``t``:
 * entitled ``E_i(t) = min(Q_i, D_i(t))``: a queue is owed its guarantee only while it asks
   for it;
 * received ``A_i(t)``: the GPUs the queue's jobs hold, from every attempt's interval
-  (``JobRecords.attempts``) and each job's ``JobRecords.gpu_milli``.
+  (``JobRecords.attempts``) and what each attempt held (``JobRecords.use``).
 
 Then ``x_i = ∫ min(A_i, E_i) dt / ∫ E_i dt`` over the window, and ``x_i = 1.0`` when
 ``∫ E_i dt = 0`` (the queue never asked for anything it was owed). ``x_i = 1`` means the queue
@@ -129,7 +129,9 @@ def fairness(result: SimResult, jobs: Sequence[Job], tenancy: TenancySpec) -> Fa
     d_end = np.where(np.isnan(finish), np.inf, finish)
     times = np.clip(np.concatenate((submit, d_end, a_start, a_end)), t0, t1)
     qs = np.concatenate((queue, queue, queue[a_job], queue[a_job]))
-    held = rec.gpu_milli[a_job].astype(np.int64)
+    # What each attempt held (a gang that restarts with fewer tasks holds less).
+    per_attempt = rec.use.gpu_milli if rec.use is not None else rec.gpu_milli[att_job]
+    held = np.concatenate((per_attempt, rec.gpu_milli[open_run])).astype(np.int64)
     d_delta = np.concatenate((demand, -demand, np.zeros(2 * len(a_job), dtype=np.int64)))
     a_delta = np.concatenate((np.zeros(2 * n, dtype=np.int64), held, -held))
     by_time = np.argsort(times, kind="stable")

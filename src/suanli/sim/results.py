@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from suanli.core.decisions import Reason
 from suanli.core.model import MILLI, ClusterSpec, Job
+from suanli.sim.attempts import AttemptUse
 
 PERCENTILES = (50, 95, 99)
 
@@ -62,6 +64,12 @@ class JobRecords:
     """Times each job was preempted (None: preemption was off)."""
     lost_gpu_s: np.ndarray | None = None
     """GPU-seconds of work each job lost to preemption (None: preemption was off)."""
+    use: AttemptUse | None = None
+    """What each attempt held and how it ended, aligned with ``attempts``."""
+    waited: dict[int, Reason] = field(default_factory=dict)
+    """Job index -> the last reason it was given while pending (started jobs too)."""
+    budget: dict[int, str] = field(default_factory=dict)
+    """Job index -> what a budget did to it at submission (refused or demoted, and why)."""
 
     @classmethod
     def empty(cls, jobs: Sequence[Job]) -> JobRecords:
@@ -119,6 +127,15 @@ class SimResult:
     job_class: list[str]
     preemptions: int = 0
     lost_gpu_hours: float = 0.0
+    explain: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    """Timelines of the jobs asked about (``simulate(..., explain=...)``)."""
+    job_queue: list[str] = field(default_factory=list)
+    job_gpu_util: np.ndarray | None = None
+    job_storage_gb: np.ndarray | None = None
+    job_network_gb: np.ndarray | None = None
+    """Per job (record order): what metering needs besides the records."""
+    budget_alerts: list[str] = field(default_factory=list)
+    """Budget thresholds crossed during the run, in order."""
 
     @property
     def decisions_per_s(self) -> float:
@@ -169,6 +186,18 @@ class SimResult:
             "jobs_per_s": self.jobs_per_s,
             "preemptions": self.preemptions,
             "lost_gpu_hours": self.lost_gpu_hours,
+            "refused": sum(1 for v in self.records.budget.values() if v.startswith("refused")),
+            "demoted": sum(1 for v in self.records.budget.values() if v.startswith("demoted")),
+            "budget_alerts": self.budget_alerts,
+            **(
+                {
+                    "explain": {
+                        j: [{"t": t, "event": e} for t, e in ev] for j, ev in self.explain.items()
+                    }
+                }
+                if self.explain
+                else {}
+            ),
         }
 
 
@@ -200,6 +229,8 @@ def summarise(
     cycles: int,
     decisions: int,
     wall_s: float,
+    explain: dict[str, list[tuple[float, str]]] | None = None,
+    budget_alerts: list[str] | None = None,
 ) -> SimResult:
     t, alloc, busy, pending = series
     cap = max(cluster.total_gpus * MILLI, 1)
@@ -241,4 +272,10 @@ def summarise(
         job_class=classes,
         preemptions=int(rec.preemptions.sum()) if rec.preemptions is not None else 0,
         lost_gpu_hours=float(rec.lost_gpu_s.sum()) / 3600 if rec.lost_gpu_s is not None else 0.0,
+        explain=explain or {},
+        budget_alerts=budget_alerts or [],
+        job_queue=[j.queue for j in jobs],
+        job_gpu_util=np.fromiter((j.gpu_util for j in jobs), np.float64, len(jobs)),
+        job_storage_gb=np.fromiter((j.storage_gb for j in jobs), np.float64, len(jobs)),
+        job_network_gb=np.fromiter((j.network_gb for j in jobs), np.float64, len(jobs)),
     )

@@ -1,0 +1,1083 @@
+"""``suanli bill``: chargeback and showback of a simulation output directory, and ROI.
+
+- ``suanli bill DIR --prices FILE`` (the default command, also ``suanli bill charge``): for each
+  result (policy set) in DIR, read its attempts, meter them into usage records, rate them with
+  the price book, check that the bill's GPU-hours equal the simulator's
+  ``allocated_gpu_hours``, write usage and charges to the ledger (``DIR/ledger.db`` by
+  default), then print the chargeback.
+- ``suanli bill reconcile DIR --prices FILE [--fix]``: rate again and compare with the ledger.
+- ``suanli bill roi DIR --capacity FILE --prices FILE``: capacity cost, cost per delivered
+  GPU-hour, idle capacity, revenue, and what each policy saves against a baseline.
+
+Contracts (``docs/billing.md``):
+
+- Each result is a scenario of its own: job ids carry its file stem
+  (``suanli.metering.simout.scenario_job``) and its entries go to batch ``bill:<stem>`` (fixes
+  by ``reconcile`` to ``reconcile:<stem>``), so one ledger holds every scenario of a
+  directory and each scenario's net is the sum of its two batches.
+- A bill posts in one transaction per result, and only if the ledger then holds exactly the
+  rated charges for that scenario (net amount and raw quantity per resource and UTC day):
+  billing twice posts nothing; billing with another price book or epoch is refused (nothing
+  written) and points to ``reconcile``.
+- The GPU-hours check is exact: the integer milli-GPU × ms of the bill, as a quotient of the
+  same expression the simulator used, must equal ``allocated_gpu_hours``; otherwise nothing
+  is posted and the command fails.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from typer.core import TyperGroup
+
+from suanli.cli.errors import fail, user_errors
+from suanli.config.cluster import load_cluster
+from suanli.core.model import SpecError
+from suanli.metering.charges import MONEY_QUANTUM, Charge
+from suanli.metering.prices import PriceBook, load_price_book
+from suanli.metering.rating import rate
+from suanli.metering.report import (
+    DIMENSIONS,
+    Chargeback,
+    Tally,
+    chargeback,
+    chargeback_csv,
+    chargeback_json,
+    chargeback_table,
+    gpu_hours,
+    plain,
+    plot_gpu_hours,
+    plot_spend,
+    regroup,
+    render_json,
+    tally,
+)
+from suanli.metering.roi import CapacityCosts, Comparison, Roi, compare, load_capacity, roi
+from suanli.metering.simout import (
+    DEFAULT_EPOCH,
+    SimOutput,
+    SimResultFiles,
+    load_output,
+    parse_epoch,
+    read_attempts,
+    select_results,
+)
+from suanli.metering.usage import Attempt, UsageRecord, usage_records
+from suanli.store import (
+    Difference,
+    Store,
+    StoreError,
+    journal,
+    open_store,
+    post_charges,
+    record_usage,
+    totals,
+)
+from suanli.store import reconcile as reconcile_ledger
+from suanli.traces import resolve_cluster
+
+__all__ = [
+    "Bill",
+    "BillError",
+    "LEDGER_FILE",
+    "bill_app",
+    "bill_result",
+    "meter_result",
+    "post_bill",
+]
+
+LEDGER_FILE = "ledger.db"
+"""The ledger's SQLite file inside the output directory, unless ``--db`` says otherwise."""
+DEFAULT_BY = ("department",)
+STAGES = ("read", "meter", "rate", "check", "ledger", "report")
+"""The timed stages of a bill, in order."""
+NON_TTY_WIDTH = 200
+_EPOCH_DAY = date(1970, 1, 1)
+SHOWN_DIFFERENCES = 10
+"""Differences listed by name in ``reconcile``'s output; the rest are counted."""
+
+
+class BillError(SpecError):
+    """A bill that must not be posted (a check failed), or a ledger that disagrees with it."""
+
+
+# --------------------------------------------------------------------------------------------
+# The group: ``suanli bill DIR`` runs the default command
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_COMMAND = "charge"
+
+
+class _DefaultCommandGroup(TyperGroup):
+    """A group whose first argument, unless it names a command (or is ``--help``), goes to
+    ``DEFAULT_COMMAND``: ``suanli bill DIR`` is ``suanli bill charge DIR``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] != "--help":
+            args = [DEFAULT_COMMAND, *args]
+        return super().parse_args(ctx, args)
+
+
+bill_app = typer.Typer(
+    cls=_DefaultCommandGroup,
+    name="bill",
+    help="Chargeback, showback and ROI of a simulation output directory "
+    "(suanli bill DIR --prices FILE; docs/billing.md).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The pipeline
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Bill:
+    """One result, billed: what was read, metered and rated, and what the ledger got."""
+
+    result: SimResultFiles
+    attempts: list[Attempt]
+    records: list[UsageRecord]
+    charges: list[Charge]
+    tally: Tally
+    gpu_raw: int
+    """Milli-GPU × ms over all GPU charges (used and idle): the bill's GPU time."""
+    new_usage: int = 0
+    new_charges: int = 0
+    already_billed: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Wall seconds per stage (``STAGES``)."""
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return gpu_hours(self.gpu_raw)
+
+
+@contextmanager
+def _timed(seconds: dict[str, float], stage: str) -> Iterator[None]:
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - t0
+
+
+def meter_result(result: SimResultFiles, book: PriceBook, epoch_ms: int) -> Bill:
+    """Read, meter and rate ``result``, add the charges up and check the GPU-hours
+    (``BillError`` if they differ from the simulator's); nothing is written."""
+    seconds: dict[str, float] = {}
+    with _timed(seconds, "read"):
+        attempts = read_attempts(result, epoch_ms)
+    with _timed(seconds, "meter"):
+        records = list(usage_records(attempts))
+    with _timed(seconds, "rate"):
+        charges = list(rate(records, book))
+    with _timed(seconds, "check"):
+        t = tally(charges, records, book)
+        gpu_raw = t.total().gpu_raw
+        check_gpu_hours(result, gpu_raw)
+    return Bill(result, attempts, records, charges, t, gpu_raw, seconds=seconds)
+
+
+def check_gpu_hours(result: SimResultFiles, gpu_raw: int) -> None:
+    """``BillError`` unless ``gpu_raw`` (milli-GPU × ms) is the simulator's
+    ``allocated_gpu_hours`` of ``result``: the same quotient, compared as ``Decimal``."""
+    expected = result.allocated_gpu_hours
+    if expected is None:
+        raise BillError(
+            f"{result.attempts_csv.parent / 'summary.json'}: results[{result.index}]: no "
+            "allocated_gpu_hours to check the bill against (simulate again with this version)"
+        )
+    got = gpu_hours(gpu_raw)
+    if got != expected:
+        raise BillError(
+            f"{result.policy}: the bill holds {got} GPU-hours but the simulator allocated "
+            f"{expected} (summary.json); nothing was posted"
+        )
+
+
+def scenario_batch(stem: str, kind: str = "bill") -> str:
+    """The ledger batch of a scenario's entries: ``bill:<stem>`` or ``reconcile:<stem>``."""
+    return f"{kind}:{stem}"
+
+
+def _scenario_of_batch(batch: str) -> str:
+    kind, sep, stem = batch.partition(":")
+    return stem if sep and kind in ("bill", "reconcile") else ""
+
+
+_Sums = dict[tuple[str, str, str], tuple[Decimal, int]]
+"""Per (currency, resource, UTC day of the charge's start): net amount and raw quantity."""
+
+_DAY_MS = 86_400_000
+
+
+def _rated_sums(charges: Sequence[Charge]) -> _Sums:
+    acc: dict[tuple[str, str, int], list[Any]] = defaultdict(lambda: [Decimal(0), 0])
+    for c in charges:
+        a = acc[(c.currency, c.resource, c.start_ms // _DAY_MS)]
+        a[0] += c.amount
+        a[1] += c.raw
+    return {
+        (currency, resource, (_EPOCH_DAY + timedelta(days=day)).isoformat()): (v[0], v[1])
+        for (currency, resource, day), v in acc.items()
+        if v[0] or v[1]
+    }
+
+
+def _ledger_sums(conn: Any, stem: str) -> _Sums:
+    """The ledger's net per (currency, resource, day) over the batches of scenario ``stem``."""
+    acc: dict[tuple[str, str, str], list[Any]] = defaultdict(lambda: [Decimal(0), 0])
+    for t in totals(conn, by=("batch", "resource", "day")):
+        batch, resource, day = t.group
+        if _scenario_of_batch(batch) == stem:
+            a = acc[(t.currency, resource, day)]
+            a[0] += t.amount
+            a[1] += t.raw
+    return {k: (v[0], v[1]) for k, v in acc.items() if v[0] or v[1]}
+
+
+def _describe_sums(s: _Sums) -> str:
+    if not s:
+        return "nothing"
+    money: dict[str, Decimal] = defaultdict(Decimal)
+    for (currency, _, _), (amount, _) in s.items():
+        money[currency] += amount
+    return ", ".join(f"{amount} {currency}" for currency, amount in sorted(money.items()))
+
+
+def post_bill(store: Store, bill: Bill, now: datetime, *, where: str = "the ledger") -> None:
+    """Write ``bill``'s usage records and charges in one transaction (see the module
+    docstring); sets ``new_usage``, ``new_charges`` and ``already_billed``. ``BillError``
+    (nothing written) when the ledger holds a different bill of the scenario."""
+    stem = bill.result.stem
+    with _timed(bill.seconds, "ledger"), store.begin() as conn:
+        want = _rated_sums(bill.charges)
+        before = _ledger_sums(conn, stem)
+        if before == want and _holds_samples(conn, bill.charges):
+            bill.already_billed = True
+            return
+        if before:
+            raise _mismatch(bill, before, want, where)
+        bill.new_usage = record_usage(conn, bill.records)
+        bill.new_charges = post_charges(conn, bill.charges, now, scenario_batch(stem))
+        # The scenario held nothing before; if every charge went in (their keys are
+        # distinct), it now holds exactly them. Otherwise some keys were taken (by entries
+        # of another directory's scenario of the same name, say): check, and roll back.
+        if bill.new_charges != len(bill.charges):
+            after = _ledger_sums(conn, stem)
+            if after != want:
+                raise _mismatch(bill, after, want, where)
+
+
+SAMPLES = 5
+"""Charges looked up by key before a bill counts as already posted (besides equal sums)."""
+
+
+def _holds_samples(conn: Any, charges: Sequence[Charge]) -> bool:
+    """Whether the ledger holds the keys of ``SAMPLES`` charges spread over ``charges`` (so
+    that equal sums from charges at other instants, e.g. another epoch under a flat price
+    book, do not pass for this bill). Each lookup reads the entries starting at that
+    charge's millisecond (``start_ms`` is indexed)."""
+    if not charges:
+        return True
+    step = max(1, len(charges) // SAMPLES)
+    for c in charges[::step][:SAMPLES]:
+        found = list(journal(conn, since_ms=c.start_ms, until_ms=c.start_ms + 1))
+        if not any(e.charge_key == c.key for e in found):
+            return False
+    return True
+
+
+def _mismatch(bill: Bill, held: _Sums, want: _Sums, where: str) -> BillError:
+    return BillError(
+        f"{where} holds a different bill of {bill.result.policy!r} ({_describe_sums(held)}; "
+        f"rated now: {_describe_sums(want)}): billed with another price book or --epoch? "
+        "Nothing was posted; compare with 'suanli bill reconcile' (--fix corrects the ledger)"
+    )
+
+
+def bill_result(
+    store: Store,
+    result: SimResultFiles,
+    book: PriceBook,
+    epoch_ms: int,
+    now: datetime,
+    *,
+    where: str = "the ledger",
+) -> Bill:
+    """Meter, rate, check and post one result (the stages of ``STAGES`` but ``report``)."""
+    bill = meter_result(result, book, epoch_ms)
+    post_bill(store, bill, now, where=where)
+    return bill
+
+
+# --------------------------------------------------------------------------------------------
+# Options shared by the commands
+# --------------------------------------------------------------------------------------------
+
+DirArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="DIR",
+        help="A simulation output directory (suanli simulate -o DIR).",
+        show_default=False,
+    ),
+]
+PricesOpt = Annotated[
+    Path, typer.Option("--prices", metavar="FILE", help="Price book (YAML, docs/prices.md).")
+]
+EpochOpt = Annotated[
+    str,
+    typer.Option(
+        "--epoch",
+        metavar="INSTANT",
+        help="Wall-clock instant of simulated second 0 (ISO 8601 with offset), for "
+        "time-of-day bands.",
+    ),
+]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="PATH|URL",
+        help=f"Ledger: a SQLite file or a PostgreSQL URL (default: DIR/{LEDGER_FILE}).",
+    ),
+]
+PolicyOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--policy",
+        "-p",
+        metavar="LABEL",
+        help="Bill only this result (its policy-set label or file stem); repeatable. "
+        "Default: every result, each as its own scenario.",
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No notes; results only.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")]
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    return [v.strip() for item in values or () for v in item.split(",") if v.strip()]
+
+
+def parse_by(values: Sequence[str] | None) -> tuple[str, ...]:
+    """``--by`` values (repeatable, or comma-separated) as dimensions, in order."""
+    dims = _split(values) or list(DEFAULT_BY)
+    for d in dims:
+        if d not in DIMENSIONS:
+            fail(f"--by {d!r}: choose from {', '.join(DIMENSIONS)}")
+    if len(set(dims)) != len(dims):
+        fail(f"--by: a dimension is repeated in {', '.join(dims)}")
+    return tuple(dims)
+
+
+def _masked(target: str) -> str:
+    """A database target for messages: a URL without its password."""
+    if "://" not in target:
+        return target
+    try:
+        return sa.make_url(target).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return target
+
+
+def _open_store(db: str | None, directory: Path) -> tuple[Store, str]:
+    target = db if db is not None else str(directory / LEDGER_FILE)
+    shown = _masked(target)
+    try:
+        return open_store(target), shown
+    except (StoreError, sa.exc.SQLAlchemyError, OSError) as e:
+        fail(f"--db {shown}: cannot open the ledger: {_first_line(e)}")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(getattr(e, "orig", None) or e)
+    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+
+
+def _console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=NON_TTY_WIDTH)
+    return console
+
+
+def _load_inputs(
+    directory: Path, policies: Sequence[str] | None, prices: Path, epoch: str
+) -> tuple[SimOutput, list[SimResultFiles], PriceBook, int]:
+    epoch_ms = parse_epoch(epoch)
+    output = load_output(directory)
+    results = select_results(output, _split(policies))
+    book = load_price_book(prices)
+    return output, results, book, epoch_ms
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --------------------------------------------------------------------------------------------
+# suanli bill [charge] DIR
+# --------------------------------------------------------------------------------------------
+
+
+def chart_dimension(by: Sequence[str]) -> str:
+    """The dimension the charts group by: the first of ``by`` that is not ``day``, else
+    ``department``."""
+    return next((d for d in by if d != "day"), "department")
+
+
+def write_charts(bill: Bill, by: Sequence[str], out: Path) -> list[Path]:
+    """``spend-<stem>.png`` and ``gpu-hours-<stem>.png`` in ``out``."""
+    dim = chart_dimension(by)
+    r = bill.result
+    spend = out / f"spend-{r.stem}.png"
+    hours = out / f"gpu-hours-{r.stem}.png"
+    plot_spend(bill.tally, dim, spend, title=f"{r.policy} on {r.cluster}: spend per {dim} per day")
+    plot_gpu_hours(
+        bill.tally,
+        dim,
+        hours,
+        title=f"{r.policy} on {r.cluster}: allocated versus used GPU-hours per {dim}",
+    )
+    return [spend, hours]
+
+
+@bill_app.command(DEFAULT_COMMAND)
+def charge_command(
+    directory: DirArg,
+    prices: PricesOpt,
+    epoch: EpochOpt = DEFAULT_EPOCH,
+    db: DbOpt = None,
+    policy: PolicyOpt = None,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--by",
+            metavar="DIMENSION",
+            help=f"Group by {', '.join(DIMENSIONS)}; repeat (or comma-separate) for a "
+            "multi-level table. Default: department.",
+        ),
+    ] = None,
+    csv_out: Annotated[
+        Path | None,
+        typer.Option("--csv", metavar="FILE", help="Write the chargeback table as CSV."),
+    ] = None,
+    as_json: JsonOpt = False,
+    charts: Annotated[
+        Path | None,
+        typer.Option(
+            "--charts",
+            metavar="DIR",
+            help="Write PNG charts: daily spend stacked per group, allocated versus used "
+            "GPU-hours per group.",
+        ),
+    ] = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Bill DIR: meter, rate, post to the ledger, print the chargeback (the default command)."""
+    dims = parse_by(by)
+    with user_errors():
+        _, results, book, epoch_ms = _load_inputs(directory, policy, prices, epoch)
+    if charts is not None:
+        try:
+            charts.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            fail(f"--charts {charts}: cannot create the directory: {e.strerror or e}")
+    store, shown = _open_store(db, directory)
+    bills: list[tuple[Bill, Chargeback]] = []
+    now = _now()
+    try:
+        with user_errors():
+            for result in results:
+                bill = bill_result(store, result, book, epoch_ms, now, where=f"ledger {shown}")
+                with _timed(bill.seconds, "report"):
+                    cb = chargeback(bill.tally, dims)
+                bills.append((bill, cb))
+    except sa.exc.SQLAlchemyError as e:
+        fail(f"--db {shown}: {_first_line(e)}")
+    finally:
+        store.close()
+    written: list[Path] = []
+    if csv_out is not None:
+        try:
+            csv_out.write_text(
+                chargeback_csv([(b.result.policy, cb) for b, cb in bills]), encoding="utf-8"
+            )
+        except OSError as e:
+            fail(f"--csv {csv_out}: cannot write: {e.strerror or e}")
+        written.append(csv_out)
+    if charts is not None:
+        try:
+            for b, _ in bills:
+                written += write_charts(b, dims, charts)
+        except OSError as e:
+            fail(f"--charts {charts}: cannot write: {e.strerror or e}")
+    if as_json:
+        sys.stdout.write(render_json(_bill_document(bills, directory, prices, epoch, shown)))
+        return
+    console = _console()
+    for b, cb in bills:
+        r = b.result
+        console.print(
+            chargeback_table(
+                cb, title=f"{r.policy} on {r.cluster}: chargeback by {', '.join(cb.by)}"
+            )
+        )
+        console.print(
+            f"GPU-hours: the bill's {b.gpu_hours} equal the simulator's "
+            f"allocated_gpu_hours ({r.allocated_gpu_hours}) exactly",
+            markup=False,
+        )
+        if not quiet:
+            if b.already_billed:
+                note = f"ledger {shown}: already billed, nothing new posted"
+            else:
+                note = (
+                    f"ledger {shown}: posted {b.new_usage:,} usage records and "
+                    f"{b.new_charges:,} charges (batch {scenario_batch(r.stem)})"
+                )
+            console.print(note, style="dim", markup=False)
+    if written and not quiet:
+        console.print(f"wrote {', '.join(str(p) for p in written)}", style="dim", markup=False)
+
+
+def _bill_document(
+    bills: Sequence[tuple[Bill, Chargeback]], directory: Path, prices: Path, epoch: str, db: str
+) -> dict[str, Any]:
+    return {
+        "directory": str(directory),
+        "prices": str(prices),
+        "epoch": epoch,
+        "ledger": db,
+        "results": [
+            {
+                "policy": b.result.policy,
+                "cluster": b.result.cluster,
+                "stem": b.result.stem,
+                "attempts": len(b.attempts),
+                "usage_records": len(b.records),
+                "charges": len(b.charges),
+                "ledger": {
+                    "batch": scenario_batch(b.result.stem),
+                    "new_usage_records": b.new_usage,
+                    "new_charges": b.new_charges,
+                    "already_billed": b.already_billed,
+                },
+                "gpu_hours_check": {
+                    "bill_gpu_milli_ms": b.gpu_raw,
+                    "bill_gpu_hours": plain(b.gpu_hours),
+                    "allocated_gpu_hours": plain(b.result.allocated_gpu_hours)
+                    if b.result.allocated_gpu_hours is not None
+                    else None,
+                    "equal": b.gpu_hours == b.result.allocated_gpu_hours,
+                },
+                "chargeback": chargeback_json(cb),
+            }
+            for b, cb in bills
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# suanli bill reconcile DIR
+# --------------------------------------------------------------------------------------------
+
+
+def _live_outside(conn: Any, stems: set[str]) -> list[Charge]:
+    """The live entries (charge entries not reversed) of every scenario but ``stems``, keyed
+    by their charge key: expecting them as they stand leaves them untouched. Empty without
+    reading the journal when every batch of the ledger belongs to ``stems``."""
+    batches = {t.group[0] for t in totals(conn, by=("batch",))}
+    if all(_scenario_of_batch(b) in stems for b in batches):
+        return []
+    prefixes = tuple(f"{s}/" for s in stems)
+    reversed_keys: set[str] = set()
+    live: dict[str, Charge] = {}
+    for e in journal(conn):
+        if e.reverses is not None:
+            reversed_keys.add(e.reverses)
+        elif not e.charge.job_id.startswith(prefixes):
+            live[e.charge.key] = replace(e.charge, key=e.charge_key)
+    return [c for k, c in live.items() if k not in reversed_keys]
+
+
+@dataclass(slots=True)
+class _Reconciled:
+    """What reconcile found for one scenario (before any fix), and what a fix appended."""
+
+    result: SimResultFiles
+    rated: list[Charge]
+    missing: list[Charge] = field(default_factory=list)
+    unexpected: dict[str, Decimal] = field(default_factory=dict)
+    differing: list[Difference] = field(default_factory=list)
+    ledger_total: Decimal = Decimal(0)
+    reversed: int = 0
+    posted: int = 0
+    refused: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.unexpected or self.differing)
+
+    @property
+    def matched(self) -> int:
+        return len(self.rated) - len(self.missing) - len(self.differing)
+
+    @property
+    def rated_total(self) -> Decimal:
+        return sum((c.amount for c in self.rated), Decimal(0))
+
+
+def reconcile_results(
+    store: Store,
+    results: Sequence[SimResultFiles],
+    book: PriceBook,
+    epoch_ms: int,
+    fix: bool,
+    now: datetime,
+) -> list[_Reconciled]:
+    """Compare the ledger's entries of each scenario of ``results`` with its charges rated
+    afresh (one comparison for all of them; entries of other scenarios are expected as they
+    stand, so they never count as differences). With ``fix``, each scenario that differs is
+    corrected on its own, by appending, in batch ``reconcile:<stem>``."""
+    found = [_Reconciled(r, meter_result(r, book, epoch_ms).charges) for r in results]
+    by_stem = {f.result.stem: f for f in found}
+    stems = set(by_stem)
+
+    def owner(job_or_key: str) -> _Reconciled | None:
+        stem, sep, _ = job_or_key.partition("/")
+        return by_stem.get(stem) if sep else None
+
+    with store.read() as conn:
+        others = _live_outside(conn, stems)
+        ledger = {stem: _ledger_sums(conn, stem) for stem in stems}
+    for f in found:
+        f.ledger_total = sum((a for a, _ in ledger[f.result.stem].values()), Decimal(0))
+    report = reconcile_ledger(store, [c for f in found for c in f.rated] + others)
+    foreign = 0
+    for c in report.missing:
+        hit = owner(c.job_id)
+        if hit is None:
+            foreign += 1
+        else:
+            hit.missing.append(c)
+    for key, net in report.unexpected_net.items():
+        hit = owner(key)
+        if hit is None:
+            foreign += 1
+        else:
+            hit.unexpected[key] = net
+    for d in report.differing:
+        hit = owner(d.key)
+        if hit is None:
+            foreign += 1
+        else:
+            hit.differing.append(d)
+    if not fix:
+        return found
+    for f in found:
+        if f.clean:
+            continue
+        if foreign:
+            f.refused = (
+                f"{foreign:,} entries of other scenarios changed while reading; not fixed "
+                "(run again)"
+            )
+            continue
+        with store.read() as conn:
+            rest = _live_outside(conn, {f.result.stem})
+        done = reconcile_ledger(
+            store,
+            [*f.rated, *rest],
+            fix=True,
+            now=now,
+            batch=scenario_batch(f.result.stem, "reconcile"),
+            reason=f"suanli bill reconcile: {f.result.policy} rated afresh",
+        )
+        f.reversed, f.posted = done.reversed, done.posted
+    return found
+
+
+@bill_app.command("reconcile")
+def reconcile_command(
+    directory: DirArg,
+    prices: PricesOpt,
+    epoch: EpochOpt = DEFAULT_EPOCH,
+    db: DbOpt = None,
+    policy: PolicyOpt = None,
+    fix: Annotated[
+        bool,
+        typer.Option(
+            "--fix",
+            help="Append reversals and corrected charges until the ledger agrees (never "
+            "edits or deletes an entry).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rate DIR's attempts again and compare with the ledger, key by key.
+
+    Exit status 0 when the ledger agrees (or --fix made it agree), 1 when it differs."""
+    with user_errors():
+        _, results, book, epoch_ms = _load_inputs(directory, policy, prices, epoch)
+    store, shown = _open_store(db, directory)
+    now = _now()
+    try:
+        with user_errors():
+            done = reconcile_results(store, results, book, epoch_ms, fix, now)
+    except sa.exc.SQLAlchemyError as e:
+        fail(f"--db {shown}: {_first_line(e)}")
+    finally:
+        store.close()
+    differs = any(not r.clean and (not fix or r.refused) for r in done)
+    if as_json:
+        sys.stdout.write(render_json(_reconcile_document(done, shown, fix)))
+    else:
+        console = _console()
+        for r in done:
+            _print_reconciled(console, r, fix, shown)
+    if differs:
+        raise typer.Exit(1)
+
+
+def _money_text(x: Decimal) -> str:
+    return plain(x.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN))
+
+
+def _print_reconciled(console: Console, r: _Reconciled, fix: bool, shown: str) -> None:
+    name = f"{r.result.policy} (ledger {shown})"
+    if r.clean:
+        console.print(
+            f"{name}: clean: {r.matched:,} charges match (total {_money_text(r.rated_total)})",
+            markup=False,
+        )
+        return
+    missing = sum((c.amount for c in r.missing), Decimal(0))
+    unexpected = sum(r.unexpected.values(), Decimal(0))
+    delta = sum((d.delta for d in r.differing), Decimal(0))
+    console.print(
+        f"{name}: {r.matched:,} match, {len(r.differing):,} differ (ledger − rated "
+        f"{_money_text(delta)}), {len(r.missing):,} missing ({_money_text(missing)}), "
+        f"{len(r.unexpected):,} unexpected ({_money_text(unexpected)}); ledger "
+        f"{_money_text(r.ledger_total)}, rated {_money_text(r.rated_total)}",
+        markup=False,
+    )
+    for d in r.differing[:SHOWN_DIFFERENCES]:
+        console.print(
+            f"  differs: {d.key}: ledger {d.recorded}, rated {d.expected} ({', '.join(d.fields)})",
+            markup=False,
+        )
+    for c in r.missing[: max(0, SHOWN_DIFFERENCES - len(r.differing))]:
+        console.print(f"  missing: {c.key}: {c.amount}", markup=False)
+    rest = len(r.differing) + len(r.missing) - SHOWN_DIFFERENCES
+    if rest > 0:
+        console.print(f"  ... and {rest:,} more", markup=False)
+    if r.refused:
+        console.print(f"{name}: {r.refused}", markup=False)
+    elif fix:
+        console.print(
+            f"{name}: fixed: appended {r.reversed:,} reversals and {r.posted:,} charges "
+            f"(batch {scenario_batch(r.result.stem, 'reconcile')})",
+            markup=False,
+        )
+    else:
+        console.print("run again with --fix to correct the ledger", style="dim", markup=False)
+
+
+def _reconcile_document(done: Sequence[_Reconciled], shown: str, fix: bool) -> dict[str, Any]:
+    return {
+        "ledger": shown,
+        "fix": fix,
+        "results": [
+            {
+                "policy": r.result.policy,
+                "stem": r.result.stem,
+                "clean": r.clean,
+                "matched": r.matched,
+                "differing": [
+                    {
+                        "key": d.key,
+                        "ledger": plain(d.recorded),
+                        "rated": plain(d.expected),
+                        "fields": list(d.fields),
+                    }
+                    for d in r.differing
+                ],
+                "missing": [{"key": c.key, "amount": plain(c.amount)} for c in r.missing],
+                "unexpected": [{"key": k, "net": plain(v)} for k, v in r.unexpected.items()],
+                "ledger_total": plain(r.ledger_total),
+                "rated_total": plain(r.rated_total),
+                "reversed": r.reversed,
+                "posted": r.posted,
+                "refused": r.refused or None,
+            }
+            for r in done
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# suanli bill roi DIR
+# --------------------------------------------------------------------------------------------
+
+
+def cluster_inventory(
+    output: SimOutput, result: SimResultFiles, spec: str | None
+) -> tuple[dict[str, int], str]:
+    """GPUs per model of ``result``'s cluster and where that came from: ``--cluster SPEC``,
+    else the summary's cluster name as a trace cluster (``suanli.traces.resolve_cluster``) or
+    as a cluster spec, else the summary's ``total_gpus`` when the run had one GPU model.
+    ``SpecError`` if none works, or if the count disagrees with ``total_gpus``."""
+    name = result.cluster
+    inventory: dict[str, int] | None = None
+    source = ""
+    if spec is not None:
+        inventory, source = _gpus_of(load_cluster(spec)), f"--cluster {spec}"
+    else:
+        loaders: tuple[tuple[str, Callable[[str], Any]], ...] = (
+            ("trace cluster", resolve_cluster),
+            ("cluster spec", load_cluster),
+        )
+        for what, load in loaders:
+            try:
+                inventory, source = _gpus_of(load(name)), f"{what} {name!r}"
+                break
+            except (SpecError, LookupError, ValueError, OSError):
+                continue
+        if inventory is None:
+            models = output.run.get("gpu_models")
+            if isinstance(models, list) and len(models) == 1 and result.total_gpus:
+                inventory = {str(models[0]): result.total_gpus}
+                source = f"summary.json ({result.total_gpus} {models[0]})"
+    if inventory is None:
+        raise SpecError(
+            f"cannot tell the GPUs per model of cluster {name!r}: pass --cluster SPEC "
+            "(as for suanli simulate -c)"
+        )
+    total = sum(inventory.values())
+    if result.total_gpus is not None and total != result.total_gpus:
+        raise SpecError(
+            f"{source} has {total} GPUs but {result.policy!r} ran on {result.total_gpus} "
+            "(summary.json): pass the cluster it ran on with --cluster"
+        )
+    return inventory, source
+
+
+def _gpus_of(cluster: Any) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for n in cluster.nodes:
+        if n.gpus:
+            out[n.gpu_model.name] += n.gpus
+    return dict(out)
+
+
+def result_roi(
+    output: SimOutput,
+    result: SimResultFiles,
+    book: PriceBook,
+    epoch_ms: int,
+    costs: CapacityCosts,
+    cluster: str | None,
+) -> tuple[Roi, str]:
+    """The ROI figures of ``result`` (rated in memory; the ledger is not used)."""
+    bill = meter_result(result, book, epoch_ms)
+    inventory, source = cluster_inventory(output, result, cluster)
+    per_model = regroup(bill.tally, ("gpu_model",))
+    delivered = {g[0]: f.gpu_raw for g, f in per_model.items() if f.gpu_raw}
+    wasted = {g[0]: f.idle_raw for g, f in per_model.items() if f.idle_raw}
+    end = max((a.end_ms for a in bill.attempts), default=epoch_ms)
+    return (
+        roi(
+            result.policy,
+            costs,
+            inventory,
+            max(0, end - epoch_ms),
+            delivered,
+            wasted,
+            revenue=bill.tally.total().cost,
+            revenue_currency=book.currency,
+        ),
+        source,
+    )
+
+
+_ROI_ROWS = (
+    ("GPUs", "gpus", "count"),
+    ("span (h)", "span_hours", "hours"),
+    ("capacity GPU-h", "capacity_gpu_hours", "hours"),
+    ("delivered GPU-h", "delivered_gpu_hours", "hours"),
+    ("allocation %", "allocation", "percent"),
+    ("cluster capacity cost per hour", "hourly_cluster_cost", "money"),
+    ("capacity cost", "capacity_cost", "money"),
+    ("cost per delivered GPU-h", "cost_per_delivered_gpu_hour", "money4"),
+    ("idle capacity GPU-h", "idle_capacity_gpu_hours", "hours"),
+    ("idle capacity cost", "idle_capacity_cost", "money"),
+    ("allocated idle GPU-h (waste)", "waste_gpu_hours", "hours"),
+    ("waste at capacity cost", "waste_cost", "money"),
+    ("revenue (chargeback)", "revenue", "money"),
+    ("margin", "margin", "money"),
+    ("cost recovery %", "cost_recovery", "percent"),
+)
+
+
+def _cell(value: Any, kind: str) -> str:
+    """A figure for the table: counts as is, ratios as percentages with one decimal, money
+    with four decimals (``money4``) or two, hours with two; ``-`` when undefined."""
+    if value is None:
+        return "-"
+    if kind == "count":
+        return f"{value:,}"
+    if kind == "percent":
+        return f"{value * 100:,.1f}"
+    q = Decimal(value).quantize(
+        Decimal("0.0001") if kind == "money4" else Decimal("0.01"), rounding=ROUND_HALF_EVEN
+    )
+    return f"{q.copy_abs() if q.is_zero() else q:,}"
+
+
+def roi_table(rois: Sequence[Roi], currency: str, revenue_currency: str) -> Table:
+    table = Table(
+        title=f"Capacity cost and return ({currency}; revenue in {revenue_currency})",
+        title_justify="left",
+        header_style="bold",
+    )
+    table.add_column("", style="bold", no_wrap=True)
+    for r in rois:
+        table.add_column(r.policy.replace("+", "\n+"), justify="right", no_wrap=True)
+    figures = [r.figures() for r in rois]
+    for label, key, kind in _ROI_ROWS:
+        table.add_row(Text(label), *(Text(_cell(f[key], kind)) for f in figures))
+    return table
+
+
+def comparison_table(comparisons: Sequence[Comparison], currency: str) -> Table:
+    baseline = comparisons[0].y.policy
+    table = Table(
+        title=f"Against {baseline} ({currency}; positive: cheaper than {baseline})",
+        title_justify="left",
+        header_style="bold",
+    )
+    for name in (
+        "policy",
+        "Δ delivered GPU-h",
+        "Δ span (h)",
+        "cost per delivered GPU-h",
+        "savings",
+        "capacity cost of extra time",
+    ):
+        table.add_column(name, justify="left" if name == "policy" else "right", no_wrap=True)
+    for c in comparisons:
+        f = c.figures()
+        table.add_row(
+            f["policy"],
+            _cell(f["delta_delivered_gpu_hours"], "hours"),
+            _cell(f["delta_span_hours"], "hours"),
+            f"{_cell(f['cost_per_delivered_gpu_hour'], 'money4')} vs "
+            f"{_cell(f['baseline_cost_per_delivered_gpu_hour'], 'money4')}",
+            _cell(f["savings"], "money"),
+            _cell(f["extra_time_cost"], "money"),
+        )
+    return table
+
+
+def _jsonable(figures: dict[str, Any]) -> dict[str, Any]:
+    return {k: (plain(v) if isinstance(v, Decimal) else v) for k, v in figures.items()}
+
+
+@bill_app.command("roi")
+def roi_command(
+    directory: DirArg,
+    capacity: Annotated[
+        Path,
+        typer.Option(
+            "--capacity",
+            metavar="FILE",
+            help="Capacity costs (YAML: purchase price, lifetime, power; docs/billing.md).",
+        ),
+    ],
+    prices: PricesOpt,
+    epoch: EpochOpt = DEFAULT_EPOCH,
+    policy: PolicyOpt = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            metavar="LABEL",
+            help="The result the others are compared with (default: the first).",
+        ),
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            "-c",
+            metavar="SPEC",
+            help="The cluster the run used (as for suanli simulate -c), when its summary's "
+            "cluster name is not a built-in trace cluster or a spec.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Capacity cost, cost per delivered GPU-hour, idle capacity and revenue of each result,
+    and what each saves against a baseline."""
+    with user_errors():
+        output, results, book, epoch_ms = _load_inputs(directory, policy, prices, epoch)
+        costs = load_capacity(capacity)
+        base = select_results(output, [baseline])[0] if baseline else results[0]
+        if base not in results:
+            results = [base, *results]
+        rois: list[Roi] = []
+        sources: list[str] = []
+        for r in results:
+            figures, source = result_roi(output, r, book, epoch_ms, costs, cluster)
+            rois.append(figures)
+            sources.append(source)
+        y = rois[results.index(base)]
+        comparisons = [compare(x, y) for x in rois if x is not y]
+    if as_json:
+        doc = {
+            "directory": str(directory),
+            "capacity": str(capacity),
+            "prices": str(prices),
+            "currency": costs.currency,
+            "revenue_currency": book.currency,
+            "results": [
+                {"policy": r.policy, "cluster_from": s, **_jsonable(r.figures())}
+                for r, s in zip(rois, sources, strict=True)
+            ],
+            "baseline": y.policy,
+            "comparisons": [_jsonable(c.figures()) for c in comparisons],
+        }
+        sys.stdout.write(render_json(doc))
+        return
+    console = _console()
+    console.print(roi_table(rois, costs.currency, book.currency))
+    if comparisons:
+        console.print(comparison_table(comparisons, costs.currency))
+    if costs.currency != book.currency:
+        console.print(
+            f"revenue is in {book.currency}, capacity cost in {costs.currency}: no margin shown",
+            style="dim",
+            markup=False,
+        )
+    console.print(f"cluster: {sources[0]}", style="dim", markup=False)

@@ -1,0 +1,432 @@
+"""The scheduler's preemption phase: find the cheapest victims for a job that cannot start.
+
+The rules (who may evict whom, protection, lost work) are in ``suanli.core.preemption``; this
+module applies them to a ``Scheduler``'s state. Everything is a what-if on the scheduler's
+view and quota book first (``evict`` and ``restore`` undo each other exactly); only a set of
+victims that lets the job start is kept, and the scheduler then emits one ``Preempt`` per
+victim before the job's ``Admit``.
+
+Two rules keep the guarantees of the other queues:
+
+* a victim from *another* queue (a borrower being reclaimed, or a lower priority in a
+  borrowing queue) is taken only while its queue is still above its nominal quota at that
+  moment (Kueue's rule): reclaim takes back what was lent, never a guarantee;
+* the candidates are scanned per priority and queue, so a job that may evict nothing (no
+  lower priority and nothing to reclaim) costs one pass over a few sets.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from suanli.core.budget import BudgetBlock
+from suanli.core.decisions import Admit, Decision, Preempt, Reason
+from suanli.core.model import MILLI, Job, TaskRequest
+from suanli.core.preemption import Running, protected, protected_until, victim_order
+from suanli.core.tenancy import OverQuota, QuotaBook
+
+if TYPE_CHECKING:
+    from suanli.core.scheduler import Scheduler, _Shape
+
+
+def job_demand(job: Job, book: QuotaBook) -> np.ndarray:
+    """``job``'s whole demand over the book's governed resources (GPUs of any model)."""
+    t, n = job.task, job.tasks
+    return book.demand(
+        n * t.cpu_milli, n * t.memory_mib, n * t.gpu_share_milli if t.gpus else 0, None
+    )
+
+
+def preempt(
+    s: Scheduler, job: Job, shape: _Shape, rng: np.random.Generator, why: Reason
+) -> Decision | None:
+    """Evict the cheapest set of candidate victims that lets ``job`` start, and start it;
+    None (nothing changed) if no such set exists. ``why`` is why it cannot start now."""
+    cfg = s.preemption
+    assert cfg is not None
+    if isinstance(why, BudgetBlock):
+        return None  # evicting others gives its budget no room
+    now = s._now
+    prio = s.ctx.priority(job)
+    book = s.quotas
+    q = shape.queue
+    reclaiming = False
+    if book is not None and q >= 0 and cfg.reclaim:
+        d = job_demand(job, book)
+        governed = d > 0
+        reclaiming = bool((book.usage[q] + d <= book.nominal[q])[governed].all())
+    borrowing: set[int] = set()
+    if book is not None and q >= 0:
+        over = (book.usage > book.nominal).any(axis=1) & (book.cohort == book.cohort[q])
+        over[q] = False
+        borrowing = set(np.flatnonzero(over).tolist())
+    kinds: dict[str, str] = {}
+    running = s._running
+    for p_val, ids in s._evictable.items():
+        lower = p_val < prio
+        if not lower and not (reclaiming and borrowing):
+            continue
+        for i in ids:
+            r = running[i]
+            if book is None or r.queue == q:
+                kind = "priority" if lower else ""
+            elif r.queue in borrowing:
+                # Taking back lent quota is the stronger right (and the shorter protection).
+                kind = "reclaim" if reclaiming else "priority" if lower else ""
+            else:
+                kind = ""  # another queue within its quota, or another cohort: never
+            if not kind:
+                continue
+            reclaim = kind == "reclaim"
+            if not protected(r, now, cfg, reclaim):
+                kinds[i] = kind
+            else:
+                # Protected for now: worth another look when its protection ends.
+                until = protected_until(r, now, cfg, reclaim)
+                if until > now:
+                    s._protect_wake = min(s._protect_wake, until)
+                    s._protect_lanes.add(shape.lane)
+    if not kinds:
+        return None
+    if (
+        isinstance(why, OverQuota)
+        and book is not None
+        and not book.per_model  # (per model, another model's quota may be the one to clear)
+        and not _quota_can_clear(s, book, q, why, kinds)
+    ):
+        return None
+    # Cheap necessary condition, by GPU share alone: counting each node's free share plus
+    # its candidates', enough of the job's tasks must fit; keep only candidates on nodes
+    # that could then hold a task.
+    t = job.task
+    view = s.view
+    share = t.gpu_share_milli if t.gpus else 0
+    if share:
+        freed: dict[int, int] = {}
+        for i in kinds:
+            for tp in running[i].placement.tasks:
+                freed[tp.node] = freed.get(tp.node, 0) + tp.gpu_milli * len(tp.gpus)
+        room = {n: int(view.node_free_milli[n]) + f for n, f in freed.items()}
+        useful = {n for n, v in room.items() if v >= share}
+        if int(view.node_free_milli.sum()) + sum(freed.values()) < job.min_tasks * share:
+            return None
+        if not useful:
+            return None
+        kinds = {
+            i: k
+            for i, k in kinds.items()
+            if any(tp.node in useful for tp in running[i].placement.tasks)
+        }
+    order = victim_order([running[i] for i in kinds], now)
+    if job.tasks == 1:
+        evicted = _one_node(s, job, shape, order, q, why)
+        if evicted is _NO_NODE:
+            return None  # no node could make room, whatever it evicted
+    else:
+        evicted = None
+        if _room_after_all(s, job, order) < job.min_tasks:
+            return None
+    if evicted is None:
+        evicted = _greedy(s, job, shape, order, q, share)
+        if evicted is None:
+            return None
+    # Reprieve every victim not needed after all, the most expensive first.
+    for r in sorted(evicted, key=lambda r: (-r.lost_gpu_seconds(now), r.start, r.job.id)):
+        restore(s, r)
+        if not fits(s, job, shape):
+            evict(s, r)
+    victims = [r for r in evicted if r.job.id not in s._running]
+    s._preempting = True
+    try:
+        decision = s._place(job, shape, rng)
+    finally:
+        s._preempting = False
+    if type(decision) is not Admit:  # fits() said it would fit: cannot happen
+        raise AssertionError(f"job {job.id} fits after evictions but was not placed")
+    s._ended += len(victims)
+    for r in victims:
+        s._preempted_at.setdefault(r.job.id, []).append(now)
+        s._evictions.append(
+            Preempt(r.job, r.placement, job.id, kinds[r.job.id], r.lost_gpu_seconds(now))
+        )
+        if book is not None:
+            s._charged.pop(r.job.id)
+            s._wake_blocked(book.queues[r.queue])
+        if s.budget is not None:
+            s._settled(r.job.id, now)
+    return decision
+
+
+def _greedy(
+    s: Scheduler, job: Job, shape: _Shape, order: list[Running], q: int, share: int
+) -> list[Running] | None:
+    """Evict candidates cheapest first, wherever they run, until ``job`` fits (then kept
+    evicted, to be reprieved); None, with everything restored, if it never does."""
+    book = s.quotas
+    need = job.min_tasks * share
+    free_now = int(s.view.node_free_milli.sum())
+    evicted: list[Running] = []
+    for r in order:
+        if book is not None and r.queue != q and not _borrowing(book, r.queue):
+            continue  # its queue is back within its quota: the rest of it is guaranteed
+        evict(s, r)
+        evicted.append(r)
+        free_now += r.placement.gpu_milli
+        if free_now >= need and fits(s, job, shape):
+            return evicted
+    for r in reversed(evicted):
+        restore(s, r)
+    return None
+
+
+_NO_NODE: list[Running] = []
+"""``_one_node``'s answer when no node can make room (the general search would fail too)."""
+
+
+def _room_after_all(s: Scheduler, job: Job, order: list[Running]) -> int:
+    """How many of ``job``'s tasks the cluster could take if every candidate were evicted
+    (node by node, by arithmetic; nodes without candidates as they are): an upper bound."""
+    view = s.view
+    t = job.task
+    k = view.fit_counts(t, job.tasks)
+    on: dict[int, list[Running]] = {}
+    for r in order:
+        for n in dict.fromkeys(tp.node for tp in r.placement.tasks):
+            on.setdefault(n, []).append(r)
+    ok = view.task_mask(t)
+    total = int(k.sum())
+    for n, cands in on.items():
+        total -= int(k[n])
+        if not ok[n]:
+            continue
+        g_free = view.gpu_free_milli[n].copy()
+        g_mem = view.gpu_free_mem[n].copy()
+        free = [int(view.free_cpu[n]), int(view.free_mem[n])]
+        for r in cands:
+            _free_on(r, n, g_free, g_mem, free)
+        total += _count(t, g_free, g_mem, free[0], free[1], job.tasks)
+    return total
+
+
+def _count(
+    t: TaskRequest, g_free: np.ndarray, g_mem: np.ndarray, cpu: int, mem: int, limit: int
+) -> int:
+    """How many tasks ``t`` fit a node with these free GPUs (milli, MiB), CPU and memory."""
+    k = limit
+    if t.cpu_milli:
+        k = min(k, cpu // t.cpu_milli)
+    if t.memory_mib:
+        k = min(k, mem // t.memory_mib)
+    if not t.gpus or k == 0:
+        return max(k, 0)
+    if t.gpu_milli >= MILLI:
+        return min(k, int((g_free == MILLI).sum()) // t.gpus)
+    per = g_free // t.gpu_milli
+    if t.gpu_memory_mib:
+        per = np.minimum(per, g_mem // t.gpu_memory_mib)
+    return min(k, int(per.sum()))
+
+
+def _one_node(
+    s: Scheduler, job: Job, shape: _Shape, order: list[Running], q: int, why: Reason
+) -> list[Running] | None:
+    """Victims for a one-task job, in two parts worked out by arithmetic alone:
+
+    1. if its queue's quota is what it lacks (``why``), the cheapest candidates that give
+       back enough of it (its own queue's jobs, or for the cohort's pool also borrowers');
+    2. then, for each node holding candidates, those of part 1 on it plus the cheapest
+       further candidates there until the task has room on that node.
+
+    The node whose set loses the least work (then has the fewest victims, then comes first)
+    wins. Its victims are evicted (a what-if) and returned if the job then fits; None
+    (nothing changed) if it still does not, for the general search to try, or ``_NO_NODE``
+    if no set can work."""
+    view = s.view
+    book = s.quotas
+    t = job.task
+    now = s._now
+    left0: dict[int, np.ndarray] = {}  # other queues: how far above nominal they still are
+    if book is not None:
+        for r in order:
+            if r.queue != q and r.queue not in left0:
+                left0[r.queue] = book.usage[r.queue] - book.nominal[r.queue]
+
+    def allowed(r: Running, left: dict[int, np.ndarray]) -> bool:
+        """Take ``r`` if its queue may lose it (within the what-if so far)."""
+        if r.queue in left:
+            if not (left[r.queue] > 0).any():
+                return False  # back within its quota: the rest of it is guaranteed
+            left[r.queue] = left[r.queue] - s._charged[r.job.id][1]
+        return True
+
+    # Part 1: the quota.
+    base: list[Running] = []
+    left_q = dict(left0)
+    if isinstance(why, OverQuota) and book is not None and not book.per_model:
+        j = book.r_index[why.resource]
+        short = _quota_short(book, q, why)
+        own_only = why.scope == "queue"
+        for r in order:
+            if short <= 0:
+                break
+            if own_only and r.queue != q:
+                continue
+            amount = s._charged[r.job.id][1][j]
+            if amount <= 0 or not allowed(r, left_q):
+                continue
+            base.append(r)
+            short -= amount
+        if short > 0:
+            return _NO_NODE
+    base_ids = {r.job.id for r in base}
+    base_cost = sum(r.lost_gpu_seconds(now) for r in base)
+    # Part 2: room on one node.
+    ok = view.task_mask(t)
+    extra: dict[int, list[Running]] = {}  # node -> further candidates there, cheapest first
+    for r in order:
+        if r.job.id in base_ids:
+            continue
+        for n in dict.fromkeys(tp.node for tp in r.placement.tasks):
+            if ok[n]:
+                extra.setdefault(n, []).append(r)
+    nodes = set(extra)
+    if base:
+        # Part 1 alone may be enough: on nodes with room now, or where its victims run.
+        nodes.update(np.flatnonzero(view.feasible(t)).tolist())
+        nodes.update(tp.node for b in base for tp in b.placement.tasks if ok[tp.node])
+    best: tuple[float, int, int] | None = None
+    chosen: list[Running] = []
+    for n in sorted(nodes):
+        g_free = view.gpu_free_milli[n].copy()
+        g_mem = view.gpu_free_mem[n].copy()
+        free = [int(view.free_cpu[n]), int(view.free_mem[n])]
+        for r in base:
+            _free_on(r, n, g_free, g_mem, free)
+        left = dict(left_q)
+        taken = list(base)
+        cost = base_cost
+        fitted = _room(t, g_free, g_mem, free[0], free[1])
+        for r in extra.get(n, ()) if not fitted else ():
+            if not allowed(r, left):
+                continue
+            _free_on(r, n, g_free, g_mem, free)
+            taken.append(r)
+            cost += r.lost_gpu_seconds(now)
+            if _room(t, g_free, g_mem, free[0], free[1]):
+                fitted = True
+                break
+        if fitted:
+            key = (cost, len(taken), n)
+            if best is None or key < best:
+                best, chosen = key, taken
+    if best is None:
+        return _NO_NODE
+    for r in chosen:
+        evict(s, r)
+    if fits(s, job, shape):
+        return chosen
+    for r in reversed(chosen):
+        restore(s, r)
+    return None
+
+
+def _free_on(r: Running, n: int, g_free: np.ndarray, g_mem: np.ndarray, free: list[int]) -> None:
+    """Add what ``r`` holds on node ``n`` to that node's free GPUs and [CPU, memory]."""
+    for tp in r.placement.tasks:
+        if tp.node == n:
+            for g in tp.gpus:
+                g_free[g] += tp.gpu_milli
+                g_mem[g] += tp.gpu_memory_mib
+            free[0] += tp.cpu_milli
+            free[1] += tp.memory_mib
+
+
+def _room(t: TaskRequest, g_free: np.ndarray, g_mem: np.ndarray, cpu: int, mem: int) -> bool:
+    """Whether one task ``t`` fits a node with these free GPUs (milli, MiB), CPU and memory."""
+    if cpu < t.cpu_milli or mem < t.memory_mib:
+        return False
+    if not t.gpus:
+        return True
+    if t.gpu_milli >= MILLI:
+        return int((g_free == MILLI).sum()) >= t.gpus
+    fit = g_free >= t.gpu_milli
+    if t.gpu_memory_mib:
+        fit &= g_mem >= t.gpu_memory_mib
+    return bool(fit.any())
+
+
+def _quota_can_clear(
+    s: Scheduler, book: QuotaBook, q: int, why: OverQuota, kinds: dict[str, str]
+) -> bool:
+    """Whether evicting every candidate could free the quota ``why`` lacks: only the job's
+    own queue's jobs lower its usage (a nominal or borrowing-limit block); for a cohort's
+    pool, borrowers of the cohort count too. A cheap necessary condition."""
+    j = book.r_index[why.resource]
+    short = _quota_short(book, q, why)
+    own_only = not why.limit.startswith("cohort")
+    freed = 0.0
+    for i in kinds:
+        if own_only and s._running[i].queue != q:
+            continue
+        freed += s._charged[i][1][j]
+        if freed >= short:
+            return True
+    return False
+
+
+def _quota_short(book: QuotaBook, q: int, why: OverQuota) -> float:
+    """How much of ``why.resource`` must be given back before queue ``q`` can take the
+    demand ``why.need``: its usage past the binding limit, plus the demand."""
+    j = book.r_index[why.resource]
+    u = float(book.usage[q, j])
+    if why.limit.startswith("nominal"):
+        return u + why.need - float(book.nominal[q, j])
+    if why.limit == "borrowing limit":
+        return u + why.need - float(book.cap[q, j])
+    c = book.cohort[q]
+    reserve = float(book.reserve[q, j])
+    extra = max(0.0, u + why.need - reserve) - max(0.0, u - reserve)
+    return float(book.pool_used[c, j]) + extra - float(book.pool[c, j])
+
+
+def _borrowing(book: QuotaBook, queue: int) -> bool:
+    return bool((book.usage[queue] > book.nominal[queue]).any())
+
+
+def fits(s: Scheduler, job: Job, shape: _Shape) -> bool:
+    """Whether ``job`` could start now: its quota, then free capacity (exact counts)."""
+    allowed = None
+    if shape.queue >= 0:
+        over, allowed = s._quota(job, shape.queue)
+        if over is not None:
+            return False
+    k = s.view.fit_counts(job.task, job.tasks)
+    if allowed is not None:
+        k = k * allowed
+    return int(k.sum()) >= job.min_tasks
+
+
+def evict(s: Scheduler, r: Running) -> None:
+    """Take ``r`` off the view and its quota (a what-if until the eviction is decided)."""
+    for tp in r.placement.tasks:
+        s.view.release(tp)
+    if s.quotas is not None:
+        queue, demand = s._charged[r.job.id]
+        s.quotas.refund(queue, demand)
+    if s.fair:
+        s._evicted_group[r.job.id] = s._shares.stop(r.job.id, r.placement)
+    s._drop_running(r)
+
+
+def restore(s: Scheduler, r: Running) -> None:
+    """Undo ``evict``."""
+    for tp in r.placement.tasks:
+        s.view.allocate(tp)
+    if s.quotas is not None:
+        queue, demand = s._charged[r.job.id]
+        s.quotas.charge(queue, demand)
+    if s.fair:
+        s._shares.start(r.job.id, s._evicted_group.pop(r.job.id), r.placement)
+    s._add_running(r)

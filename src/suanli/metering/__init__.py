@@ -1,0 +1,5 @@
+"""Metering: usage records from job attempts, price books, the ledger, budgets and reports.
+
+Layering: ``metering`` sits beside ``sim`` above ``core``; it reads attempts (from a simulation
+output directory or, later, the live store) and never imports ``sim`` or ``cli``.
+"""
