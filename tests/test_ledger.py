@@ -175,12 +175,12 @@ def test_a_given_postgresql_url_is_used_instead_of_a_server(
 
 
 def test_migrations_create_the_schema(store_url: str) -> None:
-    assert upgrade(store_url) == "0001"
+    assert upgrade(store_url) == store_db.head_revision()
     store = open_store(store_url)  # a second open finds it at head and changes nothing
     try:
         names = set(sa.inspect(store.engine).get_table_names())
         assert {"usage_records", "usage_gpus", "ledger_entries"} <= names
-        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0001"
+        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0002"
         with store.engine.connect() as conn:
             ctx = MigrationContext.configure(
                 conn, opts={"compare_type": True, "version_table": store_db.VERSION_TABLE}
@@ -200,7 +200,7 @@ def test_migrations_downgrade_to_nothing_and_upgrade_again(store_url: str) -> No
         assert not {"usage_records", "usage_gpus", "ledger_entries"} & set(
             sa.inspect(engine).get_table_names()
         )
-        assert upgrade(engine) == "0001"
+        assert upgrade(engine) == store_db.head_revision()
     finally:
         engine.dispose()
     store = open_store(store_url)
@@ -223,7 +223,7 @@ def test_a_schema_newer_than_the_code_is_refused(store_url: str) -> None:
 
 
 def test_without_migrate_an_unmigrated_database_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0001'"):
+    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0002'"):
         open_store(tmp_path / "empty.db", migrate=False)
 
 

@@ -13,6 +13,7 @@ import typer
 import suanli
 from suanli.cli.bench import bench_app
 from suanli.cli.bill import bill_app
+from suanli.cli.budget import budget_app
 from suanli.cli.errors import OneLineErrors
 from suanli.cli.policies import policies_command
 from suanli.cli.simulate import simulate_command
@@ -30,6 +31,7 @@ app.command("policies")(policies_command)
 app.command("simulate")(simulate_command)
 app.add_typer(bench_app)
 app.add_typer(bill_app)
+app.add_typer(budget_app)
 
 
 def _version(value: bool) -> None:

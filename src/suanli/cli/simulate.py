@@ -16,7 +16,6 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -38,6 +37,7 @@ from suanli.core.seams import OrderContext
 from suanli.core.tenancy import TenancySpec
 from suanli.metering.costmodel import PriceBookCostModel
 from suanli.metering.prices import load_price_book
+from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
 from suanli.sim.engine import PolicySet, check_feasible, simulate
 from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
@@ -47,8 +47,6 @@ from suanli.workload.quotas import MODES, proportional_tenancy
 from suanli.workload.synthetic import WorkloadConfig, generate
 
 DEFAULT_CLUSTER = "64x8xH100"
-DEFAULT_EPOCH = "2026-01-05T00:00:00Z"
-"""Simulated second 0: a Monday at midnight UTC (prices and budgets read wall-clock time)."""
 DEFAULT_POLICIES = (
     "fifo+first-fit",
     "fifo+best-fit",
@@ -169,7 +167,10 @@ def budget_books(
         return None
     if prices is None:
         fail("--budgets: needs --prices FILE (budgets are in money)")
-    epoch_s = parse_epoch(epoch)
+    epoch_ms = parse_epoch(epoch)
+    if epoch_ms % 1000:
+        fail(f"--epoch: budgets need a whole second, got {epoch!r}")
+    epoch_s = epoch_ms // 1000
     spec_b = load_budgets(budgets, epoch_s=epoch_s)
     book = load_price_book(prices)
     models = [m.name for m in spec.gpu_models]
@@ -178,17 +179,6 @@ def budget_books(
         return BudgetBook(spec_b, PriceBookCostModel(book, spec.name, epoch_s * 1000, models))
 
     return make
-
-
-def parse_epoch(text: str) -> int:
-    """``--epoch``: an ISO-8601 instant with a time zone (or ``Z``), as whole POSIX seconds."""
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"--epoch: not an ISO-8601 instant: {text!r} (e.g. {DEFAULT_EPOCH})")
-    if when.tzinfo is None:
-        fail(f"--epoch: give a time zone, e.g. {text}Z")
-    return int(when.timestamp())
 
 
 def check_explain(ids: Sequence[str], jobs: Sequence[Job]) -> None:

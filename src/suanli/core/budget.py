@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Protocol
 
-from suanli.core.model import Job, SpecError
+from suanli.core.model import Job, KeyPathError, SpecError
 from suanli.core.periods import Period, period_at
 
 __all__ = [
@@ -89,23 +89,9 @@ MONEY_QUANTUM = Decimal("0.000001")
 """Forecasts are rounded half-even to a millionth of the currency unit, as charges are."""
 
 
-class BudgetError(SpecError):
+class BudgetError(KeyPathError):
     """A budget spec that cannot exist. ``path`` is the key path of the offending value
     (``limit``, ``budgets[2].action``) so that the config layer can prefix its file name."""
-
-    def __init__(self, path: str, problem: str, where: str = "") -> None:
-        self.path = path
-        self.problem = problem
-        self.where = where
-        text = f"{path}: {problem}" if path else problem
-        super().__init__(f"{where}: {text}" if where else text)
-
-    def within(self, prefix: str) -> BudgetError:
-        """The same error with key path ``prefix`` in front of its own."""
-        if not prefix:
-            return self
-        path = prefix if not self.path else f"{prefix}.{self.path}"
-        return BudgetError(path, self.problem, self.where)
 
 
 # --------------------------------------------------------------------------------------------

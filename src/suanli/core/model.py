@@ -24,6 +24,30 @@ class SpecError(ValueError):
     """A domain value that cannot exist (a negative GPU count, an unknown GPU model, ...)."""
 
 
+class KeyPathError(SpecError):
+    """A ``SpecError`` at a key path of a document: ``path`` locates the offending value
+    (``versions[1].rates[3].band``; ``""`` for the whole document), ``problem`` says what is
+    wrong, ``where`` names the file (``""`` when unknown). ``within`` prefixes the path, so
+    that a reader can add the keys above the part that failed."""
+
+    def __init__(self, path: str, problem: str, where: str = "") -> None:
+        self.path = path
+        self.problem = problem
+        self.where = where
+        text = f"{path}: {problem}" if path else problem
+        super().__init__(f"{where}: {text}" if where else text)
+
+    def within(self, prefix: str) -> KeyPathError:
+        """The same error (same class) with key path ``prefix`` in front of its own."""
+        if not prefix:
+            path = self.path
+        elif not self.path:
+            path = prefix
+        else:
+            path = prefix + self.path if self.path.startswith("[") else f"{prefix}.{self.path}"
+        return type(self)(path, self.problem, self.where)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuModel:
     """A GPU model: its name, memory per GPU and speed relative to the reference (1.0).

@@ -40,7 +40,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from suanli.config.yamldoc import yaml_mapping
-from suanli.core.model import SpecError
+from suanli.core.model import KeyPathError, SpecError
 
 __all__ = [
     "DEFAULT_BAND",
@@ -93,20 +93,9 @@ _WINDOW_RE = re.compile(
 )
 
 
-class PriceBookError(SpecError):
+class PriceBookError(KeyPathError):
     """An invalid price book. ``path`` is the key path of the offending value (``""`` for the
     whole book), ``problem`` what is wrong with it, ``where`` the file (``""`` when unknown)."""
-
-    def __init__(self, path: str, problem: str, where: str = "") -> None:
-        self.path = path
-        self.problem = problem
-        self.where = where
-        text = f"{path}: {problem}" if path else problem
-        super().__init__(f"{where}: {text}" if where else text)
-
-    def within(self, prefix: str) -> PriceBookError:
-        """The same error with ``prefix`` (a key path) in front of its path."""
-        return PriceBookError(_join(prefix, self.path), self.problem, self.where)
 
 
 def _join(prefix: str, path: str) -> str:

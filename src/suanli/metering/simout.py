@@ -34,6 +34,7 @@ from typing import Any
 
 from suanli.core.model import SpecError
 from suanli.metering.usage import Attempt
+from suanli.sim.attempts import ATTEMPT_COLUMNS
 
 __all__ = [
     "ATTEMPT_COLUMNS",
@@ -56,24 +57,8 @@ DEFAULT_EPOCH = "2026-01-05T00:00:00Z"
 """Simulated second 0 by default: a Monday at midnight UTC, so that time-of-day bands of a
 price book fall on simulated time as they would on a real week."""
 
-ATTEMPT_COLUMNS = (
-    "job",
-    "attempt",
-    "tenant",
-    "queue",
-    "priority_class",
-    "start",
-    "end",
-    "outcome",
-    "gpu",
-    "gpu_milli",
-    "cpu_milli",
-    "memory_mib",
-    "gpu_util",
-    "storage_gb",
-    "network_gb",
-)
-"""The columns ``read_attempts`` needs (any order; others are ignored)."""
+# ATTEMPT_COLUMNS (suanli.sim.attempts): the columns ``read_attempts`` needs, in any order
+# (others are ignored).
 
 OUTCOMES = frozenset({"finished", "preempted", "failed", "cancelled", "lost", "running"})
 

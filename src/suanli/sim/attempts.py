@@ -17,6 +17,27 @@ import numpy as np
 
 from suanli.core.decisions import JobPlacement
 
+ATTEMPT_COLUMNS = (
+    "job",
+    "attempt",
+    "tenant",
+    "queue",
+    "priority_class",
+    "start",
+    "end",
+    "outcome",
+    "gpu",
+    "gpu_milli",
+    "cpu_milli",
+    "memory_mib",
+    "gpu_util",
+    "storage_gb",
+    "network_gb",
+)
+"""One row per attempt (``<stem>-attempts.csv``): what metering reads. ``gpu`` is
+``MODEL=milli`` (``;``-separated when an attempt spans GPU models); ``network_gb`` is the job's
+declared transfer, shared among its attempts in proportion to their durations."""
+
 FINISHED, PREEMPTED, RUNNING = 0, 1, 2
 OUTCOMES = ("finished", "preempted", "running")
 """Attempt outcomes by code: it ended, it was evicted, or it was cut by the end of the run."""

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from suanli.sim.attempts import OUTCOMES
+from suanli.sim.attempts import ATTEMPT_COLUMNS, OUTCOMES
 from suanli.sim.results import SimResult
 
 __all__ = [
@@ -67,26 +67,7 @@ JOB_COLUMNS = (
     "waited_for",
     "budget",
 )
-ATTEMPT_COLUMNS = (
-    "job",
-    "attempt",
-    "tenant",
-    "queue",
-    "priority_class",
-    "start",
-    "end",
-    "outcome",
-    "gpu",
-    "gpu_milli",
-    "cpu_milli",
-    "memory_mib",
-    "gpu_util",
-    "storage_gb",
-    "network_gb",
-)
-"""One row per attempt (``<stem>-attempts.csv``): what metering reads. ``gpu`` is
-``MODEL=milli`` (``;``-separated when an attempt spans GPU models); ``network_gb`` is the job's
-declared transfer, shared among its attempts in proportion to their durations."""
+
 SERIES_COLUMNS = ("t", "gpu_allocation", "gpu_utilisation", "pending_jobs")
 SUMMARY_FILE = "summary.json"
 PLOT_FILE = "allocation.png"

@@ -4,8 +4,8 @@ This module describes the schema at the newest migration. It is not how tables a
 the hand-written Alembic migrations under ``migrations/versions`` are. A test compares the
 two, so a change here without a migration (or the other way round) fails the test run.
 
-Both tables are append-only: rows are inserted, never updated or deleted. The first
-migration adds triggers that make the database refuse ``UPDATE`` and ``DELETE`` (and, on
+All tables are append-only: rows are inserted, never updated or deleted. The migrations
+add triggers that make the database refuse ``UPDATE`` and ``DELETE`` (and, on
 PostgreSQL, ``TRUNCATE``) on them, so the guarantee does not rest on the API alone.
 
 Units (see ``suanli.metering``): times are UTC epoch milliseconds; usage quantities are the
@@ -120,5 +120,46 @@ ledger_entries = sa.Table(
     sa.Index(None, "start_ms"),
 )
 
-APPEND_ONLY_TABLES = ("usage_records", "usage_gpus", "ledger_entries")
+BUDGET_KINDS = ("set", "remove")
+
+budgets = sa.Table(
+    "budgets",
+    metadata,
+    # One row per version of a budget (migration 0002), appended by ``suanli.store.budgets``:
+    # setting a budget again appends a new version, removing it appends a ``remove`` row (a
+    # tombstone whose spec columns are NULL). The set in effect at an instant is, per label,
+    # the version with the greatest ``(effective_ms, id)`` not after it, unless a tombstone.
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    # ``BudgetSpec.label``: the name, else the org, else ``*``. Versions of a label count
+    # 1, 2, ... (unique, so two writers cannot append the same version).
+    sa.Column("label", sa.Text, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=True),
+    sa.Column("org", sa.Text, nullable=True),
+    sa.Column("period", sa.Text, nullable=True),
+    # The limit as a decimal string: exact at any precision; never summed in SQL.
+    sa.Column("limit_amount", sa.Text, nullable=True),
+    sa.Column("currency", sa.Text, nullable=True),
+    # Fractions of the limit, comma-separated, each as Python's shortest round-trip repr.
+    sa.Column("thresholds", sa.Text, nullable=True),
+    sa.Column("action", sa.Text, nullable=True),
+    sa.Column("demote_to", sa.Text, nullable=True),
+    # A fixed period's span, UTC POSIX seconds (NULL for calendar periods).
+    sa.Column("period_start", sa.BigInteger, nullable=True),
+    sa.Column("period_end", sa.BigInteger, nullable=True),
+    # When the version takes effect (UTC epoch ms), as given by the caller.
+    sa.Column("effective_ms", sa.BigInteger, nullable=False),
+    sa.Column("set_by", sa.Text, nullable=True),
+    sa.UniqueConstraint("label", "version"),
+    sa.CheckConstraint("kind IN ('set', 'remove')", name="kind"),
+    sa.CheckConstraint(
+        "(kind = 'remove') OR (org IS NOT NULL AND period IS NOT NULL "
+        "AND limit_amount IS NOT NULL AND currency IS NOT NULL)",
+        name="set_has_spec",
+    ),
+    sa.Index(None, "effective_ms"),
+)
+
+APPEND_ONLY_TABLES = ("usage_records", "usage_gpus", "ledger_entries", "budgets")
 """Tables on which the database refuses UPDATE, DELETE and TRUNCATE."""
