@@ -21,13 +21,14 @@ placement is tried at all; otherwise the job is placed in a what-if (with a gene
 0, so the answer never depends on the cycle's random stream).
 
 Conservative backfilling (Mu'alem and Feitelson's "conservative"; Slurm's backfill plugin
-with ``bf_max_job_test``): see ``Conservative``.
+with ``bf_max_job_test``) is in ``suanli.core.conservative``; it builds on the running-jobs
+index and the compiled counting here.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -69,13 +70,29 @@ def fits(view: ClusterView, job: Job) -> bool:
     return int(view.fit_counts(job.task, job.tasks).sum()) >= job.min_tasks
 
 
+_PARAMS: dict[tuple[TaskRequest, int], np.ndarray] = {}
+
+
 def task_params(task: TaskRequest, limit: int) -> np.ndarray:
     """A task request as the compiled counters read it: GPUs, milli-GPU per GPU, GPU memory,
-    CPU, memory, and the most tasks to count per node."""
-    return np.array(
-        [task.gpus, task.gpu_milli, task.gpu_memory_mib, task.cpu_milli, task.memory_mib, limit],
-        dtype=np.int64,
-    )
+    CPU, memory, and the most tasks to count per node (read-only; one array per request)."""
+    tp = _PARAMS.get((task, limit))
+    if tp is None:
+        tp = np.array(
+            [
+                task.gpus,
+                task.gpu_milli,
+                task.gpu_memory_mib,
+                task.cpu_milli,
+                task.memory_mib,
+                limit,
+            ],
+            dtype=np.int64,
+        )
+        tp.flags.writeable = False
+        if len(_PARAMS) < 65_536:  # a bound on what a long run of distinct requests keeps
+            _PARAMS[(task, limit)] = tp
+    return tp
 
 
 # ------------------------------------------------------------------ compiled counting
@@ -187,20 +204,25 @@ def _recount(nodes, fm, gm, cpu, mem, dfm, dgm, dcpu, dmem, ok, tp):  # type: ig
 
 
 _FINE, _BEHIND, _DEPENDS = 0, 1, 2
+_NOT_THERE, _NODE_FINE, _NODE_BEHIND, _NODE_RECOUNT, _NODE_MIXED = -1, 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
 def _one_task_outcome(  # type: ignore[no-untyped-def]
     fm, gm, cpu, mem, cap_gm, jok, jp, dfm, dgm, dcpu, dmem, hok, hp, counts, total, min_tasks,
+    node_out, node_after,
 ):  # fmt: skip
     """EASY's test for a one-task job ``jp`` against a reservation, wherever it may go.
 
     For every node the job fits now (``ClusterView.feasible``' rule) and every GPU choice a
     placement could make there, the reserved job's count on that node is recounted with the
-    job taking its share and the ending jobs giving theirs back. ``_BEHIND``: every choice
-    would drop the reserved job below its minimum; ``_FINE``: no choice would, and none
-    changes the count kept for that node (nothing fits: ``_FINE`` too, as no placement
-    exists); ``_DEPENDS``: the answer depends on where the placement puts it.
+    job taking its share and the ending jobs giving theirs back. Per node (``node_out``):
+    ``_NOT_THERE`` (it does not fit), ``_NODE_FINE`` (no choice drops the reserved job below
+    its minimum, nor changes the count kept for the node), ``_NODE_BEHIND`` (every choice
+    drops it), ``_NODE_RECOUNT`` (no choice drops it, every choice leaves the node's count at
+    ``node_after``), ``_NODE_MIXED`` (it depends on the GPUs). Returns ``_BEHIND`` if every
+    node says behind, ``_FINE`` if every node says fine (or none fits: no placement exists),
+    else ``_DEPENDS``.
 
     Whole GPUs a task may take are fully free ones, which no running task holds, so ending
     jobs give nothing back on them and any choice among them recounts the same.
@@ -209,9 +231,11 @@ def _one_task_outcome(  # type: ignore[no-untyped-def]
     g_want, milli, gmem, c, m = jp[0], jp[1], jp[2], jp[3], jp[4]
     sfm = np.empty(n_gpus, np.int64)
     sgm = np.empty(n_gpus, np.int64)
-    seen_behind = False
-    seen_fine = False
+    n_behind = 0
+    n_fine = 0
+    n_fit = 0
     for x in range(n_nodes):
+        node_out[x] = _NOT_THERE
         if not jok[x] or (c and cpu[x] < c) or (m and mem[x] < m):
             continue
         for g in range(n_gpus):
@@ -219,6 +243,7 @@ def _one_task_outcome(  # type: ignore[no-untyped-def]
             sgm[g] = gm[x, g] + dgm[x, g]
         scpu = cpu[x] + dcpu[x] - c
         smem = mem[x] + dmem[x] - m
+        out = _NOT_THERE
         for choice in range(n_gpus if (g_want and milli < MILLI) else 1):
             if g_want and milli < MILLI:
                 g = choice
@@ -241,18 +266,30 @@ def _one_task_outcome(  # type: ignore[no-untyped-def]
                         left -= 1
             after = node_count(sfm, sgm, scpu, smem, hp) if hok[x] else 0
             if total - counts[x] + after < min_tasks:
-                seen_behind = True
+                this = _NODE_BEHIND
             elif after == counts[x]:
-                seen_fine = True
+                this = _NODE_FINE
             else:
-                return _DEPENDS
-            if seen_behind and seen_fine:
-                return _DEPENDS
+                this = _NODE_RECOUNT
+            if out == _NOT_THERE:
+                out = this
+                node_after[x] = after
+            elif out != this or (this == _NODE_RECOUNT and node_after[x] != after):
+                out = _NODE_MIXED
             # Undo this choice for the next one.
             for g in range(n_gpus):
                 sfm[g] = fm[x, g] + dfm[x, g]
                 sgm[g] = gm[x, g] + dgm[x, g]
-    return _BEHIND if seen_behind else _FINE
+        node_out[x] = out
+        if out != _NOT_THERE:
+            n_fit += 1
+            n_behind += out == _NODE_BEHIND
+            n_fine += out == _NODE_FINE
+    if n_behind == n_fit and n_fit > 0:
+        return _BEHIND
+    if n_fine == n_fit:
+        return _FINE
+    return _DEPENDS
 
 
 # ------------------------------------------------------------------ running jobs by end
@@ -274,7 +311,8 @@ class RunningByEnd:
         self.runs: list[Running] = []
         self.order = np.zeros(64, np.int64)  # slot of each entry, parallel to keys
         self._entry: dict[str, tuple[tuple[float, str], int]] = {}  # job id -> (key, slot)
-        self._ended_seen = -1
+        self._ended_seen = -1  # ends and evictions not told through ``ended``, last seen
+        self._told = 0
         self._dead = 0
         self._alloc(64, 256)
 
@@ -315,11 +353,18 @@ class RunningByEnd:
         o[p] = slot
         self._entry[jid] = (key, slot)
 
+    def ended(self, jid: str) -> None:
+        """Job ``jid`` ended (or was never running): its entry, if any, goes."""
+        self._told += 1
+        if jid in self._entry:
+            self._remove(jid)
+
     def sync(self, running: Mapping[str, Running], ended: int) -> RunningByEnd:
-        """Drop the entries of jobs no longer running (``ended``: the scheduler's count of
-        ends and evictions; nothing can have left while it is unchanged)."""
-        if ended != self._ended_seen:
-            self._ended_seen = ended
+        """Drop the entries of jobs no longer running. ``ended`` is the scheduler's count of
+        ends and evictions: the ends were told (``ended``); if more left than were told
+        (evictions), the entries are compared with ``running``."""
+        if ended - self._told != self._ended_seen:
+            self._ended_seen = ended - self._told
             for jid in self._entry.keys() - running.keys():
                 self._remove(jid)
         if len(self._entry) != len(running):
@@ -397,6 +442,8 @@ class Reservation:
     ending: list[Running]
     counts: np.ndarray
     freed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    total: int = -1
+    """``counts.sum()``, kept with ``freed`` (-1: not kept)."""
 
 
 def reserve(view: ClusterView, head: Job, running: RunningByEnd, now: float) -> Reservation | None:
@@ -422,7 +469,8 @@ def reserve(view: ClusterView, head: Job, running: RunningByEnd, now: float) -> 
     )  # fmt: skip
     if i < 0:
         return None
-    return Reservation(head, max(now, running.keys[i][0]), running.runs[: i + 1], counts, freed)
+    until = max(now, running.keys[i][0])
+    return Reservation(head, until, running.runs[: i + 1], counts, freed, int(counts.sum()))
 
 
 def still_fits(view: ClusterView, res: Reservation, nodes: Iterable[int]) -> bool:
@@ -441,6 +489,7 @@ def still_fits(view: ClusterView, res: Reservation, nodes: Iterable[int]) -> boo
     if total < res.job.min_tasks:
         return False
     res.counts[touched] = after  # the new job will run past ``until``: count it from now on
+    res.total = total
     return True
 
 
@@ -453,6 +502,12 @@ class Easy:
         self.by_end = RunningByEnd(view, oracle)
         self._rng = np.random.default_rng(0)
         self._rng_seed0 = self._rng.bit_generator.state
+        self._node_out = np.empty(view.n_nodes, np.int64)  # per node, for one-task jobs
+        self._node_after = np.empty(view.n_nodes, np.int64)
+        self._masks: dict[TaskRequest, np.ndarray] = {}  # task_mask, while health holds
+        self._health = view.health_changes
+        self._res: Reservation | None = None
+        self._head: tuple[np.ndarray, TaskRequest] = (np.zeros(6, np.int64), TaskRequest())
 
     def begin(self, sched: Scheduler, rng: np.random.Generator, out: list[Decision]) -> None:
         """EASY plans nothing ahead: its reservation is made as the cycle goes."""
@@ -463,6 +518,18 @@ class Easy:
 
     def started(self, sched: Scheduler, job: Job) -> None:
         self.by_end.add(sched._running[job.id])
+
+    def ended(self, job_id: str) -> None:
+        self.by_end.ended(job_id)
+
+    def _mask(self, view: ClusterView, task: TaskRequest) -> np.ndarray:
+        if view.health_changes != self._health:
+            self._health = view.health_changes
+            self._masks.clear()
+        m = self._masks.get(task)
+        if m is None:
+            m = self._masks[task] = view.task_mask(task)
+        return m
 
     def running(self, sched: Scheduler) -> RunningByEnd:
         return self.by_end.sync(sched._running, sched._ended)
@@ -477,14 +544,31 @@ class Easy:
         assert res.freed is not None
         if job.tasks == 1:
             h = res.job
+            if res is not self._res:  # the reserved job's request, once per reservation
+                self._res = res
+                self._head = (task_params(h.task, h.tasks), h.task)
             outcome = _one_task_outcome(
                 view.gpu_free_milli, view.gpu_free_mem, view.free_cpu, view.free_mem,
-                view.gpu_cap_mem, view.task_mask(job.task), task_params(job.task, 1),
-                *res.freed, view.task_mask(h.task), task_params(h.task, h.tasks),
-                res.counts, int(res.counts.sum()), h.min_tasks,
+                view.gpu_cap_mem, self._mask(view, job.task), task_params(job.task, 1),
+                *res.freed, self._mask(view, self._head[1]), self._head[0],
+                res.counts, res.total, h.min_tasks, self._node_out,
+                self._node_after,
             )  # fmt: skip
             if outcome != _DEPENDS:
                 return bool(outcome == _BEHIND)
+            # It depends on the node: the one ``gang.place_job`` gives a one-task job, the
+            # feasible node the placement scores lowest (first on ties).
+            self._rng.bit_generator.state = self._rng_seed0
+            nodes = view.feasible(job.task).nonzero()[0]
+            x = int(nodes[int(placement.score(view, job.task, 1, nodes, self._rng).argmin())])
+            there = self._node_out[x]
+            if there == _NODE_BEHIND:
+                return True
+            if there == _NODE_RECOUNT:
+                res.total += int(self._node_after[x] - res.counts[x])
+                res.counts[x] = self._node_after[x]  # it will run past ``until`` there
+            if there != _NODE_MIXED:
+                return False
         self._rng.bit_generator.state = self._rng_seed0
         jp, _, _ = place_job(view, job, placement, self._rng)
         if jp is None:
@@ -498,14 +582,25 @@ class Easy:
 
 # ------------------------------------------------------------------ modes
 
-MODES: dict[str, tuple[str, bool]] = {
-    "easy": ("easy", False),
-    "oracle": ("easy", True),
-    "conservative": ("conservative", False),
-    "conservative-oracle": ("conservative", True),
+
+def _easy(view: ClusterView, oracle: bool, depth: int) -> Easy:
+    return Easy(view, oracle)
+
+
+def _conservative(view: ClusterView, oracle: bool, depth: int) -> Conservative:
+    from suanli.core.conservative import Conservative  # it builds on this module
+
+    return Conservative(view, oracle, depth)
+
+
+MODES: dict[str, tuple[Callable[[ClusterView, bool, int], Easy | Conservative], bool]] = {
+    "easy": (_easy, False),
+    "oracle": (_easy, True),
+    "conservative": (_conservative, False),
+    "conservative-oracle": (_conservative, True),
 }
-"""Scheduler ``backfill`` values: (kind, by true runtimes). ``oracle`` is EASY by true
-runtimes; the ``-oracle`` modes are references no real scheduler has."""
+"""Scheduler ``backfill`` values: (what keeps its state, by true runtimes). ``oracle`` is
+EASY by true runtimes; the ``-oracle`` modes are references no real scheduler has."""
 
 
 def make_backfill(
@@ -520,9 +615,5 @@ def make_backfill(
         raise ValueError(f"backfill must be None or one of {known}, got {mode!r}")
     if depth < 1:
         raise ValueError(f"backfill depth must be >= 1, got {depth}")
-    kind, oracle = MODES[mode]
-    if kind == "easy":
-        return Easy(view, oracle)
-    from suanli.core.conservative import Conservative  # it builds on this module
-
-    return Conservative(view, oracle, depth)
+    make, oracle = MODES[mode]
+    return make(view, oracle, depth)

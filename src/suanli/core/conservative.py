@@ -4,36 +4,43 @@ Mu'alem and Feitelson's "conservative" backfilling (IEEE TPDS 2001), bounded the
 backfill plugin bounds it (``bf_max_job_test``, 100 jobs by default). The plan is made on a
 *profile* of the cluster's future free capacity: the view now, then running jobs ending at
 their estimates (``Job.estimate``, else ``DEFAULT_ESTIMATE``; a job past its estimate is
-expected to end at once; ``oracle``: true runtimes, a reference only). The first ``depth``
-pending jobs are taken in queue order (the static order of ``QueueOrder.key``):
+expected to end at once; ``oracle``: ``Job.runtime``, a reference only). The first ``depth``
+pending jobs (the *window*) are taken in queue order (the static order of
+``QueueOrder.key``):
 
-* a job whose whole expected run fits on the profile from now on starts now, placed by the
-  placement policy but only within what the profile leaves it on each node, so it moves no
-  earlier job's reservation;
+* a job whose whole expected run fits on the profile from now on starts now. What earlier
+  reservations hold before its run would end is taken off the view for its placement (a
+  what-if, undone at once), so the placement policy picks nodes and GPUs among the rest and
+  no earlier reservation moves;
 * any other gets a reservation at the earliest time its whole run fits on the profile, on
-  nodes (and tasks per node) chosen with the view's fit rules: one node if one can hold every
-  task (the least roomy such node), else the roomiest first; GPUs as ``Placement.pick_gpus``
-  takes them by default. The reservation holds them from then for its expected run.
+  nodes (and tasks per node) counted with the view's fit rules: one node if one can hold
+  every task (the least roomy such node, ties to the lowest index), else the roomiest first;
+  GPUs as the default ``Placement.pick_gpus`` takes them (whole GPUs lowest index first, a
+  share on the fullest GPU it fits). It holds them for its expected run.
 
-Within the window a job may start ahead of an earlier job of its own lane (same shape and
-queue; elsewhere in the scheduler a lane starts in queue order), as conservative backfill
-lets a short job pass a long one. Jobs whose queue's quota holds them back get no
-reservation (they wait for quota, not capacity). Beyond ``depth`` a job (the head of its
-lane) may start only if its whole expected run fits around every reservation; it gets none
-of its own. A job that fits now but would touch a reservation is skipped with
-``BehindReservation(job, until)`` naming the reservation that starts first among those it
-would touch; a lane's first waiting job says why, once per change of reason.
+A window is judged on the element-wise minimum of the free capacity over its time, per GPU:
+a job fits if the same GPUs (and CPU and memory) are free throughout, which is what running
+there needs. A job may start ahead of an earlier job of its own lane (same shape and queue;
+elsewhere in the scheduler a lane starts in queue order), as conservative backfill lets a
+short job pass a long one. Jobs whose queue's quota holds them back get no reservation (they
+wait for quota, not capacity). Beyond the window a job (the head of its lane) may start only
+if its whole expected run fits around every reservation; it gets none of its own. A job that
+fits now but would touch a reservation is skipped with ``BehindReservation(job, until)``
+naming the reservation that starts first among those it would touch; a lane's first waiting
+job says why, once per change of reason.
 
-Exact for whole GPUs, CPU and memory: a window is judged on the element-wise minimum of the
-free capacity over its time, per GPU, which is what holding the same GPUs throughout needs.
-A fractional GPU share is reserved on the GPU the default ``pick_gpus`` would take; a job
-started now takes the GPU its placement picks, which may differ.
+What holds: with true runtimes (``-oracle``) no reserved job starts later than its first
+reservation, when jobs start with all their tasks on GPUs of speed 1 and the placement takes
+GPUs inside a node as the plan does (best-fit; first-fit for whole GPUs). A placement that
+picks other GPUs (random, worst-fit, FGD) may take GPUs a later job's reservation counted on;
+that reservation then moves when the plan is made again. With preemption, a job that evicts
+others is placed without regard to reservations.
 
 When it is planned: afresh at a cycle after capacity changed on the view (a job ended or
-started), the running jobs changed, a job joined or left the first ``depth`` other than at
-their end, or time passed a moment the plan counted on; a job that joins at the end is
-planned for on top of the plan as it is. Otherwise the plan stands (nothing it rests on
-moved, so it would come out the same).
+started), running jobs were evicted, a job joined or left the window other than at its end,
+or time passed a moment the plan counted on; a job that joins at the end is planned for on
+top of the plan as it is. Otherwise the plan stands: nothing it rests on moved (a property
+test holds the two to the same decisions, with true runtimes).
 """
 
 from __future__ import annotations
@@ -216,7 +223,7 @@ def _bits(m):  # type: ignore[no-untyped-def]
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _fill(s, x, tp, usable, p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs, n_runs):  # type: ignore[no-untyped-def]
     """Fill ``ic[s, x]``: tasks ``tp`` each piece of node ``x`` holds on its own (for one
     task, comparisons are enough: 0 or 1), and ``runs[s, x]``, the runs of consecutive pieces
@@ -375,7 +382,8 @@ def _gang_start(s, tp, need, t_min, d, use, P, C, cnt, mfm, mgm):  # type: ignor
     total = 0
     for x in range(n_nodes):
         total += p_n[x]
-        _fill(s, x, tp, use[x], p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs, n_runs)
+        if not ic_ok[s, x]:
+            _fill(s, x, tp, use[x], p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs, n_runs)
     starts = np.empty(total, np.float64)
     s_node = np.empty(total, np.int64)
     n_s = 0
@@ -472,8 +480,9 @@ def _start_now(s, tp, need, t_end, ok, healthy, all_healthy, P, C, c0, limit, mf
     n_nodes = c0.shape[0]
     v_total = 0
     for x in range(n_nodes):
-        usable = ok[x] and (all_healthy or healthy[x])
-        _fill(s, x, tp, usable, p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs, n_runs)
+        if not ic_ok[s, x]:
+            usable = ok[x] and (all_healthy or healthy[x])
+            _fill(s, x, tp, usable, p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs, n_runs)
         c0[x] = ic[s, x, 0]
         v_total += c0[x]
         limit[x] = 0
@@ -547,6 +556,10 @@ def _plan(  # type: ignore[no-untyped-def]
     cand_a = np.zeros(n_nodes, np.int64)
     cand_t = np.zeros(n_nodes, np.float64)
     use = np.zeros(n_nodes, np.bool_)
+    fits_now = np.full(u_tp.shape[0], -1, np.int64)  # per shape: tasks the view takes now
+    a_now = np.empty(n_nodes, np.int64)  # per node: the piece now is in
+    for x in range(n_nodes):
+        a_now[x] = _piece_at(x, now, p_n, p_time)
     while j < nw:
         s = w_s[j]
         lane = w_lane[j]
@@ -560,11 +573,23 @@ def _plan(  # type: ignore[no-untyped-def]
         if lane_dead[lane]:
             j += 1
             continue
-        v_total, s_total = _start_now(
-            s, tp, need, now + d, ok, healthy, all_healthy, P, C, c0, limit, mfm, mgm
-        )
-        if s_total >= need:
-            return j, _START
+        if fits_now[s] < 0:  # the view does not change during the call: once per shape
+            fits_now[s] = 0
+            for x in range(n_nodes):
+                usable = ok[x] and (all_healthy or healthy[x])
+                if not ic_ok[s, x]:
+                    _fill(
+                        s, x, tp, usable, p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs,
+                        n_runs,
+                    )  # fmt: skip
+                fits_now[s] += ic[s, x, 0]
+        v_total = fits_now[s]
+        if v_total >= need:
+            v_total, s_total = _start_now(
+                s, tp, need, now + d, ok, healthy, all_healthy, P, C, c0, limit, mfm, mgm
+            )
+            if s_total >= need:
+                return j, _START
         if lane_open[lane]:  # the first of its lane to wait: it says why
             lane_open[lane] = False
             if v_total >= need:
@@ -582,11 +607,26 @@ def _plan(  # type: ignore[no-untyped-def]
             # Each node's first start whose every piece holds the task on its own; then the
             # exact window counts, earliest candidate first, until one is later than the best.
             for x in range(n_nodes):
-                _fill(
-                    s, x, tp, use[x], p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs, n_runs
-                )
-                a = _piece_at(x, t_min, p_n, p_time)
-                cand_a[x], cand_t[x] = _candidate(s, x, a, t_min, d, p_n, p_time, runs, n_runs)
+                if not ic_ok[s, x]:
+                    _fill(
+                        s, x, tp, use[x], p_n, p_fm, p_gm, p_cpu, p_mem, p_full, ic, ic_ok, runs,
+                        n_runs,
+                    )  # fmt: skip
+                # The first run of pieces (from now) that outlasts the window: ``_candidate``,
+                # written out here (it is the innermost loop).
+                cand_a[x] = p_n[x]
+                cand_t[x] = np.inf
+                for r in range(n_runs[s, x]):
+                    ra = runs[s, x, r, 0]
+                    rb = runs[s, x, r, 1]
+                    if rb <= a_now[x]:
+                        continue
+                    a = ra if ra > a_now[x] else a_now[x]
+                    t = p_time[x, a] if ra > a_now[x] else t_min
+                    if rb == p_n[x] or not p_time[x, rb] < t + d:
+                        cand_a[x] = a
+                        cand_t[x] = t
+                        break
             best_c = 1 << 62
             best_x = -1
             while True:
@@ -716,6 +756,7 @@ def _plan(  # type: ignore[no-untyped-def]
                     n_first[x] = e
                 _build_node(x, p_time[x, 0], V, E, P)
                 ic_ok[:, x] = False
+                a_now[x] = _piece_at(x, now, p_n, p_time)
         j += 1
     return j, _DONE
 
@@ -1288,10 +1329,16 @@ class Conservative:
         view = self.view
         held: list[TaskPlacement] = []
         for x in np.flatnonzero(sfm.any(axis=1) | (scpu > 0) | (smem > 0)).tolist():
+            # One claim per (share, memory) held on the node's GPUs; CPU and memory on the first.
+            by_amount: dict[tuple[int, int], list[int]] = {}
             for g in np.flatnonzero(sfm[x]).tolist():
-                held.append(TaskPlacement(x, (g,), int(sfm[x, g]), int(sgm[x, g]), 0, 0))
-            if scpu[x] or smem[x]:
-                held.append(TaskPlacement(x, (), 0, 0, int(scpu[x]), int(smem[x])))
+                by_amount.setdefault((int(sfm[x, g]), int(sgm[x, g])), []).append(g)
+            cpu, mem = int(scpu[x]), int(smem[x])
+            for (milli, gmem), gpus in by_amount.items():
+                held.append(TaskPlacement(x, tuple(gpus), milli, gmem, cpu, mem))
+                cpu = mem = 0
+            if cpu or mem:
+                held.append(TaskPlacement(x, (), 0, 0, cpu, mem))
         changes = self._changes
         for tp in held:
             view.allocate(tp)
@@ -1321,6 +1368,10 @@ class Conservative:
             if self._planned_at >= 0:
                 self._planned_at = self._changes
         # A job that starts takes capacity: no job held back can start because of it.
+
+    def ended(self, job_id: str) -> None:
+        """A running job ended (the next cycle plans afresh: the view changed)."""
+        self.by_end.ended(job_id)
 
     def _refresh(self, sched: Scheduler) -> None:
         self.by_end.sync(sched._running, sched._ended)

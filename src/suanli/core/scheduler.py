@@ -321,6 +321,8 @@ class Scheduler:
             r = self._running.get(job_id)
             if r is not None:
                 self._drop_running(r)
+            if self._bf is not None:
+                self._bf.ended(job_id)
         if self.budget is not None:
             assert job_id is not None
             self._settled(job_id, self._now if now is None else now)
