@@ -44,6 +44,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from suanli.cli.dbtarget import first_line, masked
 from suanli.cli.errors import fail, user_errors
 from suanli.config.cluster import load_cluster
 from suanli.core.model import SpecError
@@ -390,28 +391,13 @@ def parse_by(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(dims)
 
 
-def _masked(target: str) -> str:
-    """A database target for messages: a URL without its password."""
-    if "://" not in target:
-        return target
-    try:
-        return sa.make_url(target).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return target
-
-
 def _open_store(db: str | None, directory: Path) -> tuple[Store, str]:
     target = db if db is not None else str(directory / LEDGER_FILE)
-    shown = _masked(target)
+    shown = masked(target)
     try:
         return open_store(target), shown
     except (StoreError, sa.exc.SQLAlchemyError, OSError) as e:
-        fail(f"--db {shown}: cannot open the ledger: {_first_line(e)}")
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(getattr(e, "orig", None) or e)
-    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        fail(f"--db {shown}: cannot open the ledger: {first_line(e)}")
 
 
 def _console() -> Console:
@@ -514,7 +500,7 @@ def charge_command(
                     cb = chargeback(bill.tally, dims)
                 bills.append((bill, cb))
     except sa.exc.SQLAlchemyError as e:
-        fail(f"--db {shown}: {_first_line(e)}")
+        fail(f"--db {shown}: {first_line(e)}")
     finally:
         store.close()
     written: list[Path] = []
@@ -746,7 +732,7 @@ def reconcile_command(
         with user_errors():
             done = reconcile_results(store, results, book, epoch_ms, fix, now)
     except sa.exc.SQLAlchemyError as e:
-        fail(f"--db {shown}: {_first_line(e)}")
+        fail(f"--db {shown}: {first_line(e)}")
     finally:
         store.close()
     differs = any(not r.clean and (not fix or r.refused) for r in done)

@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from suanli.cli.dbtarget import first_line, masked
 from suanli.cli.errors import fail, user_errors
 from suanli.config.budgets import budgets_from_dict, load_budgets
 from suanli.core.budget import DEFAULT_RUNTIME_S, BudgetError, BudgetSpec, BudgetsSpec
@@ -103,21 +104,6 @@ NameArg = Annotated[
 ]
 
 
-def _masked(target: str) -> str:
-    """A database target for messages: a URL without its password."""
-    if "://" not in target:
-        return target
-    try:
-        return sa.make_url(target).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return target
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(getattr(e, "orig", None) or e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
 @contextmanager
 def _store(db: str | None, *, must_exist: bool) -> Iterator[tuple[Store, str]]:
     """The store named by ``--db`` (or ``SUANLI_DB``) and how to name it in messages. With
@@ -125,17 +111,17 @@ def _store(db: str | None, *, must_exist: bool) -> Iterator[tuple[Store, str]]:
     not create an empty store)."""
     if not db:
         fail(f"--db: required: a SQLite file or a database URL (or set {DB_ENV})")
-    shown = _masked(db)
+    shown = masked(db)
     if must_exist and "://" not in db and not Path(db).is_file():
         fail(f"--db {shown}: no such file")
     try:
         store = open_store(db)
     except (StoreError, sa.exc.SQLAlchemyError, OSError) as e:
-        fail(f"--db {shown}: cannot open the store: {_first_line(e)}")
+        fail(f"--db {shown}: cannot open the store: {first_line(e)}")
     try:
         yield store, shown
     except (sa.exc.SQLAlchemyError, OSError) as e:
-        fail(f"--db {shown}: {_first_line(e)}")
+        fail(f"--db {shown}: {first_line(e)}")
     finally:
         store.close()
 
