@@ -30,6 +30,7 @@ from suanli.core.view import ClusterView
 from suanli.sim.engine import PolicySet, simulate
 from suanli.workload.quotas import proportional_tenancy
 from suanli.workload.synthetic import WorkloadConfig, generate
+from test_preemption_backfill import backfill_workloads
 
 FAST = settings(
     max_examples=40,
@@ -252,21 +253,7 @@ def test_fast_easy_decides_exactly_as_the_reference_with_preemption() -> None:
 # ------------------------------------------------------------------ reservations hold
 
 
-@st.composite
-def whole_gpu_workloads(draw: st.DrawFn) -> tuple[ClusterSpec, list[Job]]:
-    gpus = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
-    spec = gpus_cluster(*gpus)
-    jobs = [
-        job(
-            f"j{i:02d}",
-            submit=float(draw(st.integers(0, 500))),
-            runtime=float(draw(st.integers(1, 2000))),
-            gpus=draw(st.integers(1, min(gpus))),
-            tasks=draw(st.integers(1, len(gpus))),
-        )
-        for i in range(draw(st.integers(1, 14)))
-    ]
-    return spec, jobs
+whole_gpu_workloads = backfill_workloads  # whole GPUs, gangs; from the EASY tests
 
 
 def rigid(w: tuple[ClusterSpec, list[Job]]) -> tuple[ClusterSpec, list[Job]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import date
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +16,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from suanli.cli.bill import (  # the shared pieces of the bill commands
+    DirArg,
+    EpochOpt,
+    JsonOpt,
+    PolicyOpt,
+    PricesOpt,
+    _console,
+    _load_inputs,
+    meter_result,
+)
 from suanli.cli.errors import user_errors
 from suanli.config.cluster import load_cluster
 from suanli.core.model import SpecError
@@ -34,27 +43,6 @@ from suanli.metering.simout import (
     select_results,
 )
 from suanli.traces import resolve_cluster
-
-LEDGER_FILE = "ledger.db"
-"""The ledger's SQLite file inside the output directory, unless ``--db`` says otherwise."""
-DEFAULT_BY = ("department",)
-STAGES = ("read", "meter", "rate", "check", "ledger", "report")
-"""The timed stages of a bill, in order."""
-NON_TTY_WIDTH = 200
-_EPOCH_DAY = date(1970, 1, 1)
-SHOWN_DIFFERENCES = 10
-"""Differences listed by name in ``reconcile``'s output; the rest are counted."""
-
-from suanli.cli.bill import (  # noqa: E402  (the shared pieces of the bill commands)
-    DirArg,
-    EpochOpt,
-    JsonOpt,
-    PolicyOpt,
-    PricesOpt,
-    _console,
-    _load_inputs,
-    meter_result,
-)
 
 
 def cluster_inventory(
