@@ -290,6 +290,7 @@ def _run(
     waited: dict[int, Reason] = {}  # job index -> the last reason it was given while pending
     budget_notes: dict[int, str] = {}  # job index -> refused or demoted, and why
     notes = Explainer(explain)
+    explaining = bool(notes)  # a plain bool: tested at every event of the hot loop
     overhead = preemption.restart_overhead if preemption is not None else 0.0
     seq = 0
     busy_milli = 0.0
@@ -328,18 +329,18 @@ def _run(
             finish[i] = t
             held_s[i] += t - attempt_start[i]
             log.add(i, attempt_start[i], t, p, FINISHED)
-            if notes:
+            if explaining:
                 notes.note(jobs[i].id, t, "finished")
             busy_milli -= p.gpu_milli * util[i]
         while nxt < n and submit[nxt] == t:
             told = sched.submit(jobs[nxt], t)
-            if notes:
+            if explaining:
                 notes.submitted(jobs[nxt].id, t)
             if told is not None:
                 budget_notes[nxt] = str(told)
                 if type(told) is Demoted:
                     roster[nxt] = told.job  # it runs (and is reported) in its new class
-                elif notes:
+                elif explaining:
                     notes.note(told.job.id, t, str(told))
                     notes.waiting.discard(told.job.id)
             nxt += 1
@@ -367,12 +368,12 @@ def _run(
                     held_s[i] += t - attempt_start[i]
                     log.add(i, attempt_start[i], t, p, PREEMPTED)
                     sched.submit(d.job, t, requeued=True)
-                    if notes:
+                    if explaining:
                         notes.preempted(d, t)
                     continue
                 if type(d) is Skip:
                     waited[index[d.job.id]] = d.reason
-                    if notes:
+                    if explaining:
                         notes.pending(d.job.id, t, d.reason)
                     continue
                 if type(d) is Admit:
@@ -403,9 +404,9 @@ def _run(
                     attempt_overhead[i] = extra
                     attempt_seq[i] = seq
                     heapq.heappush(finish_heap, (t + duration, seq, i))
-                    if notes:
+                    if explaining:
                         notes.started(d, t, cluster)
-        if notes:
+        if explaining:
             notes.after_cycle(t, sched.reason)
         s_t.append(t)
         s_alloc.append(view.allocated_milli)
@@ -435,7 +436,7 @@ def _run(
         r = sched.reason(job.id)
         if r is not None:
             rec.reason[index[job.id]] = str(r)
-        if notes:
+        if explaining:
             notes.note(job.id, stop, f"still pending: {r}" if r is not None else "still pending")
     if progress is not None:
         progress(nxt)
