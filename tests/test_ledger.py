@@ -86,7 +86,7 @@ def charge(i: int, **changes: object) -> Charge:
         currency="USD",
         book_version="2025-03",
     )
-    return replace(c, **changes)  # type: ignore[arg-type]
+    return c._replace(**changes)
 
 
 def net_sum(charges: list[Charge]) -> Decimal:
@@ -490,8 +490,7 @@ def test_a_reversal_nets_an_entry_to_zero_and_a_second_reversal_is_refused(store
         charge(0).key,
         "duplicate job",
     )
-    assert rev.charge == replace(
-        charge(0),
+    assert rev.charge == charge(0)._replace(
         key=suanli.store.reversal_key(charge(0).key),
         amount=-charge(0).amount,
         quantity=-charge(0).quantity,
@@ -574,10 +573,10 @@ def reconcile_case(store: Store) -> list[Charge]:
     reverse(store, d.key, NOW, "double-counted")
     return [
         a,
-        replace(b, amount=Decimal("1.750000"), quantity=Decimal("0.35")),
+        b._replace(amount=Decimal("1.750000"), quantity=Decimal("0.35")),
         d,
         e,
-        replace(f, org="ai-lab/nlp/carol"),
+        f._replace(org="ai-lab/nlp/carol"),
     ]
 
 

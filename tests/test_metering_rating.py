@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -229,7 +228,7 @@ def test_charge_fields_come_from_the_record() -> None:
         gpu=(("H100", 2000),),
     )  # fmt: skip
     c = only(list(rate([rec], UTC_BOOK)))
-    assert dataclasses.asdict(c) == {
+    assert c._asdict() == {
         "key": charge_key(rec.key, "gpu", "H100", rec.start_ms, False),
         "record_key": rec.key,
         "job_id": "train-7",

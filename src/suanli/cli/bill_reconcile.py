@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Annotated, Any
@@ -67,7 +67,7 @@ def _live_outside(conn: Any, stems: set[str]) -> list[Charge]:
         if e.reverses is not None:
             reversed_keys.add(e.reverses)
         elif not e.charge.job_id.startswith(prefixes):
-            live[e.charge.key] = replace(e.charge, key=e.charge_key)
+            live[e.charge.key] = e.charge._replace(key=e.charge_key)
     return [c for k, c in live.items() if k not in reversed_keys]
 
 

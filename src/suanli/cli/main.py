@@ -1,4 +1,4 @@
-"""The ``suanli`` app: ``suanli policies``, ``suanli simulate``, ``suanli bench fgd``.
+"""The ``suanli`` app: ``policies``, ``simulate``, ``bench``, ``bill`` and ``budget``.
 
 Console script: ``suanli = "suanli.cli.main:main"``; also ``python -m suanli.cli.main``.
 Bad input exits with code 2 and one line on stderr (see ``suanli.cli.errors``).
@@ -6,20 +6,58 @@ Bad input exits with code 2 and one line on stderr (see ``suanli.cli.errors``).
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from typing import Annotated, Any
 
 import typer
 
 import suanli
-from suanli.cli.bench import bench_app
-from suanli.cli.bill import bill_app
-from suanli.cli.budget import budget_app
 from suanli.cli.errors import OneLineErrors
-from suanli.cli.policies import policies_command
-from suanli.cli.simulate import simulate_command
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "policies": ("suanli.cli.policies", "policies_command"),
+    "simulate": ("suanli.cli.simulate", "simulate_command"),
+    "bench": ("suanli.cli.bench", "bench_app"),
+    "bill": ("suanli.cli.bill", "bill_app"),
+    "budget": ("suanli.cli.budget", "budget_app"),
+}
+"""Each command's module and attribute: a command function or a ``typer.Typer`` group.
+
+A command's module is imported only when that command runs (or help lists it), so that
+``suanli bill`` does not pay for the simulator's imports (numba among them) and a client
+command starts quickly."""
+
+
+class _LazyCommands(OneLineErrors):
+    """The app's group, loading each command of ``COMMANDS`` on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(dict.fromkeys([*super().list_commands(ctx), *COMMANDS]))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            command = _load(cmd_name)
+            self.add_command(command, cmd_name)
+        return command
+
+
+def _load(name: str) -> Any:
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    # Built as the app would build it, inside a throwaway parent, so that a group of one
+    # command (``bench fgd``) stays a group.
+    parent = typer.Typer(add_completion=False, rich_markup_mode=None)
+    if isinstance(target, typer.Typer):
+        parent.add_typer(target, name=name)
+    else:
+        parent.command(name)(target)
+    parent.callback()(lambda: None)
+    return typer.main.get_command(parent).commands[name]  # type: ignore[attr-defined]
+
 
 app = typer.Typer(
-    cls=OneLineErrors,
+    cls=_LazyCommands,
     name="suanli",
     help="suanli (算力): compute scheduling for AI data centres.",
     no_args_is_help=True,
@@ -27,11 +65,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
 )
-app.command("policies")(policies_command)
-app.command("simulate")(simulate_command)
-app.add_typer(bench_app)
-app.add_typer(bill_app)
-app.add_typer(budget_app)
 
 
 def _version(value: bool) -> None:

@@ -39,6 +39,7 @@ from suanli.store.rows import (
     ENTRY_COLUMNS,
     REVERSAL,
     LedgerEntry,
+    bind_value,
     chunks,
     entry_of,
     entry_values,
@@ -211,21 +212,28 @@ def post_charges(target: Target, charges: Iterable[Charge], now: datetime, batch
     than ``MONEY_QUANTUM`` or a quantity finer than ``QUANTITY_QUANTUM``.
     """
     recorded_at = utc(now)
-    rows = (
-        entry_values(
-            c,
-            key=c.key,
-            kind=CHARGE,
-            charge_key=c.key,
-            reverses=None,
-            reason=None,
-            recorded_at=recorded_at,
-            batch=batch,
-        )
-        for c in charges
-    )
     with writing(target) as conn:
-        return insert_entries(conn, rows)
+        # The values every row shares, converted to the driver's form once.
+        at = bind_value(conn, ledger_entries, "recorded_at", recorded_at)
+        flags = (
+            bind_value(conn, ledger_entries, "waste", False),
+            bind_value(conn, ledger_entries, "waste", True),
+        )
+        rows = (
+            entry_values(
+                c,
+                key=c.key,
+                kind=CHARGE,
+                charge_key=c.key,
+                reverses=None,
+                reason=None,
+                recorded_at=at,
+                batch=batch,
+                flags=flags,
+            )
+            for c in charges
+        )
+        return insert_entries(conn, rows, bound=("recorded_at", "waste"))
 
 
 def reverse(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -45,7 +45,7 @@ from suanli.store.rows import (
 )
 from suanli.store.schema import ledger_entries
 
-_ATTRIBUTES = tuple(f.name for f in fields(Charge) if f.name != "key")
+_ATTRIBUTES = tuple(f for f in Charge._fields if f != "key")
 
 
 def revision_key(key: str, n: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Context, Decimal
+from decimal import Decimal
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -35,8 +35,7 @@ CHUNK_ROWS = 10_000
 the bound-parameter limits of SQLite and PostgreSQL."""
 
 _INT64 = 2**63
-# Exact decimal scaling: no precision limit, so a too-fine value is detected, never rounded.
-_EXACT = Context(prec=999_999_999)
+_POWERS = {MICRO: 10**MICRO, NANO: 10**NANO}
 
 _T = TypeVar("_T")
 
@@ -82,11 +81,11 @@ def scaled(value: Decimal, places: int, what: str, key: str) -> int:
     """``value × 10**places`` as a 64-bit int; ``ValueError`` if ``value`` is finer than
     ``10**-places``, not finite, or out of range (the message names charge ``key``)."""
     try:
-        exact = value.scaleb(places, _EXACT)
-        whole = int(exact)
+        num, den = value.as_integer_ratio()  # exact, in lowest terms
     except (ValueError, OverflowError, ArithmeticError) as exc:
         raise ValueError(f"charge {key!r}: {what} {value} is not a finite number") from exc
-    if whole != exact:
+    whole, rest = divmod(num * _POWERS[places], den)
+    if rest:
         raise ValueError(f"charge {key!r}: {what} {value} is finer than 10**-{places}")
     if not -_INT64 <= whole < _INT64:
         raise ValueError(f"charge {key!r}: {what} {value} is out of range")
@@ -125,9 +124,35 @@ def entry_values(
     recorded_at: datetime,
     batch: str,
     sign: int = 1,
+    flags: tuple[Any, Any] = (False, True),
 ) -> tuple[Any, ...]:
     """The ``ledger_entries`` row of charge ``c``, in ``ENTRY_COLUMNS`` order (``sign=-1``:
-    quantities and amount negated, for a reversal). ``recorded_at`` must be UTC."""
+    quantities and amount negated, for a reversal). ``recorded_at`` must be UTC. ``waste``
+    is written as ``flags[0]`` (false) or ``flags[1]`` (true): the driver's form of the
+    two values, where the caller binds them once (``bind_value``)."""
+    # One unpacking instead of twenty attribute reads: a bill writes ~450,000 rows.
+    (
+        c_key,
+        record_key,
+        job_id,
+        attempt,
+        org,
+        queue,
+        priority_class,
+        cluster,
+        resource,
+        gpu_model,
+        band,
+        start_ms,
+        end_ms,
+        raw,
+        quantity,
+        rate,
+        amount,
+        currency,
+        book_version,
+        waste,
+    ) = c
     return (
         key,
         kind,
@@ -136,25 +161,25 @@ def entry_values(
         reason,
         recorded_at,
         batch,
-        c.record_key,
-        c.job_id,
-        c.attempt,
-        c.org,
-        c.queue,
-        c.priority_class,
-        c.cluster,
-        c.resource,
-        c.gpu_model,
-        c.band,
-        c.start_ms,
-        c.end_ms,
-        sign * c.raw,
-        sign * scaled(c.quantity, NANO, "quantity", c.key),
-        str(c.rate),
-        sign * scaled(c.amount, MICRO, "amount", c.key),
-        c.currency,
-        c.book_version,
-        bool(c.waste),
+        record_key,
+        job_id,
+        attempt,
+        org,
+        queue,
+        priority_class,
+        cluster,
+        resource,
+        gpu_model,
+        band,
+        start_ms,
+        end_ms,
+        sign * raw,
+        sign * scaled(quantity, NANO, "quantity", c_key),
+        str(rate),
+        sign * scaled(amount, MICRO, "amount", c_key),
+        currency,
+        book_version,
+        flags[1] if waste else flags[0],
     )
 
 
@@ -236,10 +261,13 @@ def insert_many(
     columns: Sequence[str],
     rows: Iterable[tuple[Any, ...]],
     conflict: Sequence[str] = ("key",),
+    *,
+    bound: Iterable[str] = (),
 ) -> int:
     """Insert ``rows`` (values in ``columns`` order) into ``table`` in chunks of
     ``CHUNK_ROWS``, skipping rows whose ``conflict`` key exists; returns how many were
-    inserted.
+    inserted. The values of the ``bound`` columns are given in the driver's form already
+    (``bind_value``), the others as Python values.
 
     The statement is SQLAlchemy's dialect insert with ``ON CONFLICT (...) DO NOTHING``,
     compiled once and run with the driver's ``executemany`` through the connection (so in
@@ -252,14 +280,18 @@ def insert_many(
     compiled = stmt.compile(dialect=conn.dialect, column_keys=list(columns))
     sql = str(compiled)
     processors = []
+    skip = set(bound)
     for i, name in enumerate(columns):
         column_type = table.c[name].type
-        proc = column_type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
-        if proc is not None:
-            # A call's rows share one recorded_at: convert it once, not once per row.
-            processors.append((i, _memo(proc) if isinstance(column_type, sa.DateTime) else proc))
+        proc = _processor(conn, table, name)
+        if proc is not None and name not in skip:
+            # A call's rows share one recorded_at, and a flag has two values: convert each
+            # distinct value once, not once per row.
+            few = isinstance(column_type, sa.DateTime | sa.Boolean)
+            processors.append((i, _memo(proc) if few else proc))
     positions = compiled.positiontup
     order = None if positions is None else [columns.index(n) for n in positions]
+    in_order = order == list(range(len(columns)))
 
     def shaped(values: tuple[Any, ...]) -> Any:
         if processors:
@@ -269,7 +301,9 @@ def insert_many(
             values = tuple(row)
         if order is None:  # named parameters (psycopg)
             return dict(zip(columns, values, strict=True))
-        return tuple(values[i] for i in order)  # positional (sqlite3)
+        if in_order:  # positional in the columns' order (sqlite3): the tuple as it is
+            return values
+        return tuple([values[i] for i in order])  # positional, reordered
 
     new = 0
     for chunk in chunks(rows, CHUNK_ROWS):
@@ -277,10 +311,28 @@ def insert_many(
     return new
 
 
-def insert_entries(conn: Connection, rows: Iterable[tuple[Any, ...]]) -> int:
+def insert_entries(
+    conn: Connection, rows: Iterable[tuple[Any, ...]], *, bound: Iterable[str] = ()
+) -> int:
     """Insert ledger rows (``ENTRY_COLUMNS`` order), skipping keys that exist; how many were
-    inserted."""
-    return insert_many(conn, ledger_entries, ENTRY_COLUMNS, rows)
+    inserted (``bound`` as for ``insert_many``)."""
+    return insert_many(conn, ledger_entries, ENTRY_COLUMNS, rows, bound=bound)
+
+
+def _processor(conn: Connection, table: sa.Table, column: str) -> Callable[[Any], Any] | None:
+    column_type = table.c[column].type
+    proc: Callable[[Any], Any] | None = column_type.dialect_impl(conn.dialect).bind_processor(
+        conn.dialect
+    )
+    return proc
+
+
+def bind_value(conn: Connection, table: sa.Table, column: str, value: Any) -> Any:
+    """``value`` of ``table.column`` in the form the connection's driver takes (its type's
+    bind processor applied, if it has one): for values shared by many rows of an insert,
+    converted once (see ``insert_many``'s ``bound``)."""
+    proc = _processor(conn, table, column)
+    return value if proc is None else proc(value)
 
 
 def _memo(proc: Callable[[Any], Any]) -> Callable[[Any], Any]:
