@@ -1,0 +1,324 @@
+"""The execution-backend interface: what the control plane asks of whatever runs tasks.
+
+A backend starts one task of a job (:class:`Launch`), hands back a :class:`Handle` that is
+enough to find the task again after a control-plane restart, and reports how each task ended
+(:class:`Exit`). Two implementations exist: :class:`suanli.backends.local.LocalBackend`
+(real subprocesses on this machine) and :class:`suanli.backends.fake.FakeBackend`
+(deterministic, in memory, for tests and the simulator parity check).
+
+This module is stdlib-only so that importing it stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import signal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+# Variables suanli sets for every task (or for some tasks). A user-supplied value for one of
+# these never wins, and the control plane's own copies are not passed down to tasks.
+SUANLI_VARIABLES: tuple[str, ...] = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+    "SUANLI_JOB_ID",
+    "SUANLI_ATTEMPT",
+    "SUANLI_TASK_INDEX",
+    "SUANLI_GPU_MILLI",
+    "SUANLI_GPU_MEMORY_MIB",
+    "SUANLI_CHECKPOINT_DIR",
+)
+
+
+def signal_number(name: str) -> int:
+    """The number of the signal called ``name`` (e.g. ``"SIGTERM"``); ValueError if unknown."""
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        raise ValueError(f"stop_signal: unknown signal name {name!r}") from None
+
+
+def signal_name(number: int) -> str:
+    """A readable name for signal ``number`` (``"SIGKILL"``), or ``"signal N"`` if unknown."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _finite_non_negative(field: str, value: float) -> None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"{field}: must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{field}: must be a finite number >= 0, got {value!r}")
+
+
+def _no_nul(field: str, value: str) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"{field}: must be a string, got {value!r}")
+    if "\0" in value:
+        raise ValueError(f"{field}: must not contain a NUL character")
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One task of one job attempt, as the backend should start it.
+
+    ``command`` is always an argv: a single element containing spaces is run as one program
+    name, never split by a shell. Construction validates the values and raises ``ValueError``
+    naming the offending field, so a bad launch fails where it is built.
+    """
+
+    job_id: str
+    attempt: int
+    task: int
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    gpus: tuple[int, ...] = ()
+    gpu_milli: int = 0
+    gpu_memory_mib: int = 0
+    checkpoint_dir: str | None = None
+    max_runtime_s: float | None = None
+    stop_signal: str = "SIGTERM"
+    grace_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        validate_launch(self)
+
+    @property
+    def fractional(self) -> bool:
+        """True when the task holds a share of one GPU rather than whole GPUs."""
+        return 0 < self.gpu_milli < 1000
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_launch(spec: Launch) -> None:
+    """Raise ``ValueError`` naming the field if ``spec`` cannot be run as given."""
+    _no_nul("job_id", spec.job_id)
+    if not spec.job_id:
+        raise ValueError("job_id: must not be empty")
+    if not _is_int(spec.attempt) or spec.attempt < 1:
+        raise ValueError(f"attempt: must be an integer >= 1, got {spec.attempt!r}")
+    if not _is_int(spec.task) or spec.task < 0:
+        raise ValueError(f"task: must be an integer >= 0, got {spec.task!r}")
+    if not isinstance(spec.command, tuple) or not spec.command:
+        raise ValueError("command: must be a non-empty tuple of strings")
+    for arg in spec.command:
+        _no_nul("command", arg)
+    if not spec.command[0]:
+        raise ValueError("command: the program name must not be empty")
+    if not isinstance(spec.env, tuple):
+        raise ValueError("env: must be a tuple of (name, value) pairs")
+    for pair in spec.env:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise ValueError(f"env: expected (name, value) pairs, got {pair!r}")
+        name, value = pair
+        _no_nul("env", name)
+        _no_nul("env", value)
+        if not name or "=" in name:
+            raise ValueError(f"env: invalid variable name {name!r}")
+    if spec.cwd is not None:
+        _no_nul("cwd", spec.cwd)
+        if not spec.cwd:
+            raise ValueError("cwd: must not be empty (use None for the default)")
+    if not isinstance(spec.gpus, tuple):
+        raise ValueError("gpus: must be a tuple of GPU indices")
+    for gpu in spec.gpus:
+        if not _is_int(gpu) or gpu < 0:
+            raise ValueError(f"gpus: indices must be integers >= 0, got {gpu!r}")
+    if len(set(spec.gpus)) != len(spec.gpus):
+        raise ValueError(f"gpus: duplicate GPU index in {spec.gpus!r}")
+    if not _is_int(spec.gpu_milli) or not 0 <= spec.gpu_milli < 1000:
+        raise ValueError(f"gpu_milli: must be an integer in [0, 1000), got {spec.gpu_milli!r}")
+    if spec.gpu_milli > 0 and len(spec.gpus) != 1:
+        raise ValueError(
+            f"gpus: a fractional task (gpu_milli={spec.gpu_milli}) needs exactly one GPU, "
+            f"got {spec.gpus!r}"
+        )
+    if not _is_int(spec.gpu_memory_mib) or spec.gpu_memory_mib < 0:
+        raise ValueError(f"gpu_memory_mib: must be an integer >= 0, got {spec.gpu_memory_mib!r}")
+    if spec.checkpoint_dir is not None:
+        _no_nul("checkpoint_dir", spec.checkpoint_dir)
+        if not spec.checkpoint_dir:
+            raise ValueError("checkpoint_dir: must not be empty (use None for none)")
+    if spec.max_runtime_s is not None:
+        _finite_non_negative("max_runtime_s", spec.max_runtime_s)
+        if spec.max_runtime_s == 0:
+            raise ValueError("max_runtime_s: must be > 0 (use None for no limit)")
+    if not isinstance(spec.stop_signal, str):
+        raise ValueError(f"stop_signal: must be a signal name, got {spec.stop_signal!r}")
+    signal_number(spec.stop_signal)
+    _finite_non_negative("grace_s", spec.grace_s)
+
+
+def task_environment(spec: Launch) -> dict[str, str]:
+    """The variables suanli sets for a task, on top of the user's ``spec.env``.
+
+    ``CUDA_VISIBLE_DEVICES`` is always set (empty when the task has no GPU, so it sees none).
+    A fractional task also gets the CUDA MPS limits: the thread percentage (its share, rounded
+    up, at least 1) and a pinned memory limit on device 0 (device 0 because
+    ``CUDA_VISIBLE_DEVICES`` renumbers the one visible GPU).
+    """
+    validate_launch(spec)
+    env = {
+        "CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in spec.gpus),
+        "SUANLI_JOB_ID": spec.job_id,
+        "SUANLI_ATTEMPT": str(spec.attempt),
+        "SUANLI_TASK_INDEX": str(spec.task),
+    }
+    if spec.fractional:
+        env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, math.ceil(spec.gpu_milli / 10)))
+        env["SUANLI_GPU_MILLI"] = str(spec.gpu_milli)
+        if spec.gpu_memory_mib > 0:
+            env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={spec.gpu_memory_mib}M"
+    if spec.gpu_memory_mib > 0:
+        env["SUANLI_GPU_MEMORY_MIB"] = str(spec.gpu_memory_mib)
+    if spec.checkpoint_dir is not None:
+        env["SUANLI_CHECKPOINT_DIR"] = spec.checkpoint_dir
+    return env
+
+
+def merged_environment(spec: Launch, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (minus suanli's own variables) + the user's env + :func:`task_environment`.
+
+    suanli's variables win over the user's. Names suanli reserves but does not set for this
+    task (e.g. ``SUANLI_CHECKPOINT_DIR`` with no checkpoint dir) are dropped from ``base`` so
+    the caller's own values do not leak into the task; the user may still set them.
+    """
+    env = {k: v for k, v in (base or {}).items() if k not in SUANLI_VARIABLES}
+    env.update(spec.env)
+    env.update(task_environment(spec))
+    return env
+
+
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
+
+
+def job_dir_name(job_id: str) -> str:
+    """``job_id`` as one safe path component: no ``/``, never ``.`` or ``..``, not too long.
+
+    Characters outside ``[A-Za-z0-9._-]`` become ``%XX`` (UTF-8 bytes), so distinct ids get
+    distinct names; ``.`` and ``..`` are escaped wholly; names over 200 bytes are cut and
+    suffixed with a hash of the id.
+    """
+    if not job_id:
+        raise ValueError("job_id: must not be empty")
+    name = "".join(
+        ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+        for ch in job_id
+    )
+    if name in (".", ".."):
+        name = name.replace(".", "%2E")
+    if len(name) > 200:
+        digest = hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        name = f"{name[:150]}~{digest}"
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """Everything needed to find a task again after a control-plane restart.
+
+    All values are plain JSON types; store :meth:`to_json` and rebuild with :meth:`from_json`.
+    ``pid`` is the supervisor (shim) process, which leads the task's process group;
+    ``start_ticks`` is its start time in clock ticks since boot, which tells a live task from
+    an unrelated process that was later given the same pid.
+    """
+
+    job_id: str
+    attempt: int
+    task: int
+    pid: int
+    start_ticks: int
+    run_dir: str
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """(job_id, attempt, task): unique per launched task."""
+        return (self.job_id, self.attempt, self.task)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "task": self.task,
+            "pid": self.pid,
+            "start_ticks": self.start_ticks,
+            "run_dir": self.run_dir,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Handle:
+        try:
+            job_id, run_dir = d["job_id"], d["run_dir"]
+            numbers = [d["attempt"], d["task"], d["pid"], d["start_ticks"]]
+        except KeyError as exc:
+            raise ValueError(f"handle: missing field {exc.args[0]!r}") from None
+        if not isinstance(job_id, str) or not isinstance(run_dir, str):
+            raise ValueError("handle: job_id and run_dir must be strings")
+        for name, value in zip(("attempt", "task", "pid", "start_ticks"), numbers, strict=True):
+            if not _is_int(value):
+                raise ValueError(f"handle: {name} must be an integer, got {value!r}")
+        attempt, task, pid, start_ticks = numbers
+        return cls(job_id, attempt, task, pid, start_ticks, run_dir)
+
+
+class Outcome(StrEnum):
+    """How a task ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    PREEMPTED = "preempted"
+    LOST = "lost"
+
+
+STOP_OUTCOMES = frozenset({Outcome.CANCELLED, Outcome.PREEMPTED})
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """The end of one task: outcome, exit status, when, and a one-line human explanation.
+
+    ``exit_code`` is None when the command was killed by a signal (then ``signal`` is set) or
+    its end is unknown (LOST). ``finished_at`` is epoch seconds.
+    """
+
+    handle: Handle
+    outcome: Outcome
+    exit_code: int | None
+    signal: int | None
+    finished_at: float
+    detail: str
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the control plane needs from something that runs tasks.
+
+    ``poll`` reports each ended task exactly once. ``stop`` is non-blocking: it asks the task
+    to stop (its ``stop_signal``) and makes sure it is killed ``grace_s`` later; the Exit comes
+    through ``poll`` with the requested outcome. ``adopt`` re-attaches tasks after a restart.
+    """
+
+    def launch(self, spec: Launch) -> Handle: ...
+
+    def poll(self) -> list[Exit]: ...
+
+    def stop(self, handle: Handle, outcome: Outcome) -> None: ...
+
+    def adopt(self, handles: Iterable[Handle]) -> list[Exit]: ...
+
+    def running(self) -> list[Handle]: ...
+
+    def log_paths(self, handle: Handle) -> tuple[Path, Path]: ...

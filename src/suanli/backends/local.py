@@ -1,0 +1,448 @@
+"""Run tasks as real subprocesses on this machine, each under its own supervisor (the shim).
+
+Layout: every task gets ``root/<job_id>/<attempt>/<task>/`` (the job id escaped for the
+filesystem) holding ``spec.json`` (what to run, written before the shim starts),
+``stdout.log``/``stderr.log`` (the task's output, appended), ``pid`` (the command's pid),
+``shim.log`` (the supervisor's own errors), ``stop.json`` (a requested stop and its outcome)
+and ``exit.json`` (how it ended, written atomically by the shim).
+
+The shim (:mod:`suanli.backends.shim`) leads its own session and process group, so the
+task keeps running, keeps its runtime limit and still leaves an exit file while the control
+plane is down; a restarted control plane finds it again with :meth:`LocalBackend.adopt`.
+
+Linux only: process identity (pid plus start time) and liveness are read from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from suanli.backends.base import (
+    STOP_OUTCOMES,
+    SUANLI_VARIABLES,
+    Exit,
+    Handle,
+    Launch,
+    Outcome,
+    job_dir_name,
+    merged_environment,
+    signal_name,
+    signal_number,
+)
+from suanli.backends.shim import (
+    EXIT_FILE,
+    FORWARDED,
+    SHIM_LOG,
+    SPEC_FILE,
+    STDERR_LOG,
+    STDOUT_LOG,
+    STOP_FILE,
+    group_members,
+    proc_stat,
+    process_alive,
+    read_json,
+    write_json_atomic,
+)
+
+# How long after the grace period the backend SIGKILLs the whole group (shim included) if the
+# shim has not finished the job itself; the shim's own SIGKILL comes first and leaves an
+# exit file, this only covers a shim that is stuck or gone.
+BACKSTOP_MARGIN_S = 2.0
+
+
+@dataclass(slots=True)
+class _Tracked:
+    handle: Handle
+    process: subprocess.Popen[bytes] | None  # the shim, when this backend started it
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+class LocalBackend:
+    """Runs each task as a subprocess of a shim supervisor under ``root`` (Linux only).
+
+    ``poll_interval`` is how often :meth:`wait` polls; ``python`` is the interpreter that
+    runs the shim (it must be able to import ``suanli``). Methods are thread-safe.
+    """
+
+    def __init__(
+        self, root: Path, *, poll_interval: float = 0.2, python: str = sys.executable
+    ) -> None:
+        self.root = Path(root).absolute()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.poll_interval = poll_interval
+        self.python = python
+        self._lock = threading.Lock()
+        self._tasks: dict[tuple[str, int, int], _Tracked] = {}
+        # Shims whose end is reported but which may not have been reaped yet: our own Popen,
+        # or (pid, start_ticks) for an adopted one that may still be our child.
+        self._reap_later: list[subprocess.Popen[bytes] | tuple[int, int]] = []
+        self._timers: list[threading.Timer] = []
+
+    # --- paths ---------------------------------------------------------------------------
+
+    def run_dir_for(self, job_id: str, attempt: int, task: int) -> Path:
+        """The directory of one task's files."""
+        return self.root / job_dir_name(job_id) / str(attempt) / str(task)
+
+    def log_paths(self, handle: Handle) -> tuple[Path, Path]:
+        run_dir = Path(handle.run_dir)
+        return run_dir / STDOUT_LOG, run_dir / STDERR_LOG
+
+    # --- launch --------------------------------------------------------------------------
+
+    def launch(self, spec: Launch) -> Handle:
+        """Write the task's ``spec.json`` and start its shim in a new session.
+
+        Raises ``ValueError`` for an invalid launch and ``FileExistsError`` if this
+        (job, attempt, task) already has a run directory: a relaunch needs a new attempt,
+        so that files of an earlier run (perhaps still running) are never mixed up.
+        """
+        env = merged_environment(spec)  # validates the launch
+        key = (spec.job_id, spec.attempt, spec.task)
+        run_dir = self.run_dir_for(*key)
+        with self._lock:
+            if key in self._tasks:
+                raise FileExistsError(f"task {key} is already running")
+        run_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            run_dir.mkdir(mode=0o700)
+        except FileExistsError:
+            raise FileExistsError(
+                f"run directory {run_dir} already exists: launch a new attempt instead"
+            ) from None
+        write_json_atomic(
+            run_dir / SPEC_FILE,
+            {
+                "job_id": spec.job_id,
+                "attempt": spec.attempt,
+                "task": spec.task,
+                "command": list(spec.command),
+                "env": env,
+                "unset": list(SUANLI_VARIABLES),
+                "cwd": spec.cwd if spec.cwd is not None else str(run_dir),
+                "gpus": list(spec.gpus),
+                "gpu_milli": spec.gpu_milli,
+                "gpu_memory_mib": spec.gpu_memory_mib,
+                "checkpoint_dir": spec.checkpoint_dir,
+                "max_runtime_s": spec.max_runtime_s,
+                "stop_signal": spec.stop_signal,
+                "grace_s": spec.grace_s,
+                "created_at": time.time(),
+            },
+        )
+        for log in (STDOUT_LOG, STDERR_LOG):  # exist from the start, so readers can tail them
+            os.close(os.open(run_dir / log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        # The shim starts with the signals it handles blocked and unblocks them once its
+        # handlers are in place, so a stop that comes while it starts up is not lost.
+        blocked = set(FORWARDED)
+        if spec.stop_signal not in ("SIGKILL", "SIGSTOP"):
+            blocked.add(signal.Signals[spec.stop_signal])
+        with open(run_dir / SHIM_LOG, "ab") as shim_log:
+            previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+            try:
+                process = subprocess.Popen(
+                    [self.python, "-P", "-m", "suanli.backends.shim", str(run_dir)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=shim_log,
+                    cwd=run_dir,
+                    close_fds=True,
+                    start_new_session=True,
+                )
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        stat = proc_stat(process.pid)  # a zombie still has its stat until we reap it
+        if stat is None:
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"cannot read /proc/{process.pid}/stat for the new shim")
+        handle = Handle(spec.job_id, spec.attempt, spec.task, process.pid, stat[2], str(run_dir))
+        with self._lock:
+            self._tasks[key] = _Tracked(handle, process)
+        return handle
+
+    # --- poll ----------------------------------------------------------------------------
+
+    def poll(self) -> list[Exit]:
+        """Tasks that ended since the last poll, each reported once, oldest end first."""
+        with self._lock:
+            tracked = list(self._tasks.values())
+        exits = []
+        for item in tracked:
+            ended = self._check(item)
+            if ended is not None:
+                exits.append(ended)
+                with self._lock:
+                    self._tasks.pop(item.handle.key, None)
+        self._reap()
+        exits.sort(key=lambda e: (e.finished_at, e.handle.job_id, e.handle.task))
+        return exits
+
+    def wait(self, timeout: float) -> list[Exit]:
+        """Poll every ``poll_interval`` until some task ends or ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while True:
+            exits = self.poll()
+            remaining = deadline - time.monotonic()
+            if exits or remaining <= 0:
+                return exits
+            time.sleep(min(self.poll_interval, remaining))
+
+    def running(self) -> list[Handle]:
+        """Tracked tasks whose end has not been reported yet, in launch/adoption order."""
+        with self._lock:
+            return [item.handle for item in self._tasks.values()]
+
+    def _check(self, item: _Tracked) -> Exit | None:
+        handle = item.handle
+        run_dir = Path(handle.run_dir)
+        if item.process is not None:
+            status = item.process.poll()  # first, so a missing exit file below is final
+            record = read_json(run_dir / EXIT_FILE)
+            if record is not None:
+                if status is None:  # the shim is just exiting: reap it on a later poll
+                    self._defer_reap(item.process)
+                return self._exit_from_record(handle, record)
+            if status is None:
+                return None
+            return self._gone(handle, -status if status < 0 else None, status)
+        record = read_json(run_dir / EXIT_FILE)
+        if record is None:
+            if process_alive(handle.pid, handle.start_ticks):
+                return None
+            record = read_json(run_dir / EXIT_FILE)  # it may have finished in between
+        self._defer_reap((handle.pid, handle.start_ticks))
+        if record is not None:
+            return self._exit_from_record(handle, record)
+        return self._gone(handle, None, None)
+
+    def _defer_reap(self, shim: subprocess.Popen[bytes] | tuple[int, int]) -> None:
+        with self._lock:
+            self._reap_later.append(shim)
+
+    def _reap(self) -> None:
+        """Collect ended shims that are our children, so none is left a zombie.
+
+        An adopted shim is our child only after a restart within the same process; otherwise
+        its parent (init, after the old control plane died) collects it.
+        """
+        with self._lock:
+            pending, self._reap_later = self._reap_later, []
+        keep: list[subprocess.Popen[bytes] | tuple[int, int]] = []
+        for shim in pending:
+            if isinstance(shim, subprocess.Popen):
+                if shim.poll() is None:
+                    keep.append(shim)
+                continue
+            pid, ticks = shim
+            stat = proc_stat(pid)
+            if stat is None or stat[2] != ticks:
+                continue  # already collected
+            if stat[0] != "Z":
+                keep.append(shim)
+                continue
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass  # not our child: its parent collects it
+        with self._lock:
+            self._reap_later.extend(keep)
+
+    # --- outcomes ------------------------------------------------------------------------
+
+    def _exit_from_record(self, handle: Handle, record: dict[str, Any]) -> Exit:
+        run_dir = Path(handle.run_dir)
+        exit_code = record.get("exit_code")
+        sig = record.get("signal")
+        finished_at = float(record.get("finished_at") or time.time())
+        error = record.get("error")
+        if error:
+            how = str(error)
+        elif exit_code is not None:
+            how = f"exit code {exit_code}"
+        elif sig is not None:
+            how = f"killed by {signal_name(int(sig))}"
+        else:
+            how = "ended"
+        stop = read_json(run_dir / STOP_FILE)
+        timed_out_at = record.get("timed_out_at")
+        stop_outcome = _stop_outcome(stop)
+        if stop is not None and stop_outcome is not None:
+            requested_at = float(stop.get("requested_at", 0.0))
+            if requested_at > finished_at:
+                stop_outcome = None  # the stop came after the task had ended by itself
+            elif timed_out_at is not None and float(timed_out_at) <= requested_at:
+                stop_outcome = None  # the runtime limit fired first
+        if stop_outcome is not None:
+            outcome = stop_outcome
+            grace = " after the grace period" if record.get("killed") else ""
+            sent = stop.get("signal_name", "the stop signal") if stop is not None else ""
+            detail = f"{outcome.value} with {sent}: {how}{grace}"
+        elif record.get("timed_out"):
+            outcome = Outcome.TIMED_OUT
+            spec = read_json(run_dir / SPEC_FILE) or {}
+            limit = spec.get("max_runtime_s")
+            limit_text = f" {_seconds(float(limit))} s" if limit is not None else ""
+            killed = " (SIGKILL after the grace period)" if record.get("killed") else ""
+            detail = f"stopped after max runtime{limit_text}: {how}{killed}"
+        elif exit_code == 0 and not error:
+            outcome = Outcome.SUCCEEDED
+            detail = how
+        else:
+            outcome = Outcome.FAILED
+            detail = how
+        return Exit(
+            handle=handle,
+            outcome=outcome,
+            exit_code=int(exit_code) if exit_code is not None else None,
+            signal=int(sig) if sig is not None else None,
+            finished_at=finished_at,
+            detail=detail,
+        )
+
+    def _gone(self, handle: Handle, sig: int | None, status: int | None) -> Exit:
+        """The shim ended without an exit file: a requested stop, or else LOST."""
+        stop = read_json(Path(handle.run_dir) / STOP_FILE)
+        outcome = _stop_outcome(stop)
+        if status is None:
+            how = "supervisor gone without an exit file"
+        elif sig is not None:
+            how = f"supervisor killed by {signal_name(sig)} without an exit file"
+        else:
+            how = f"supervisor exited with status {status} without an exit file"
+        if outcome is not None:
+            return Exit(handle, outcome, None, sig, time.time(), f"{outcome.value}: {how}")
+        return Exit(handle, Outcome.LOST, None, None, time.time(), how)
+
+    # --- stop ----------------------------------------------------------------------------
+
+    def stop(self, handle: Handle, outcome: Outcome) -> None:
+        """Ask the task to stop: its stop signal to the group now, SIGKILL after the grace.
+
+        The outcome is recorded in ``stop.json`` first, so the Exit says CANCELLED or
+        PREEMPTED even if it is read after a restart. A task that has already ended, or that
+        is being stopped already, is left alone (the first request wins). Non-blocking.
+        """
+        if outcome not in STOP_OUTCOMES:
+            raise ValueError(f"outcome: stop takes CANCELLED or PREEMPTED, got {outcome!r}")
+        run_dir = Path(handle.run_dir)
+        if (run_dir / EXIT_FILE).exists() or (run_dir / STOP_FILE).exists():
+            return
+        if not process_alive(handle.pid, handle.start_ticks):
+            return
+        spec = read_json(run_dir / SPEC_FILE) or {}
+        name = str(spec.get("stop_signal", "SIGTERM"))
+        grace_s = float(spec.get("grace_s", 30.0))
+        sig = signal_number(name)
+        requested_at = time.time()
+        write_json_atomic(
+            run_dir / STOP_FILE,
+            {
+                "outcome": outcome.value,
+                "requested_at": requested_at,
+                "signal": sig,
+                "signal_name": name,
+                "grace_s": grace_s,
+            },
+        )
+        if sig == signal.SIGKILL:
+            # SIGKILL cannot be caught: spare the shim so that it still reaps the task and
+            # writes the exit file.
+            for pid in group_members(handle.pid):
+                if pid != handle.pid:
+                    _kill(pid, sig)
+        else:
+            try:
+                os.killpg(handle.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._arm_backstop(handle, grace_s + BACKSTOP_MARGIN_S)
+
+    def _arm_backstop(self, handle: Handle, delay: float) -> None:
+        timer = threading.Timer(max(0.0, delay), self._backstop, (handle,))
+        timer.daemon = True
+        with self._lock:
+            self._timers = [t for t in self._timers if t.is_alive()]
+            self._timers.append(timer)
+        timer.start()
+
+    def _backstop(self, handle: Handle) -> None:
+        if (Path(handle.run_dir) / EXIT_FILE).exists():
+            return
+        if process_alive(handle.pid, handle.start_ticks):
+            try:
+                os.killpg(handle.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    # --- restart -------------------------------------------------------------------------
+
+    def adopt(self, handles: Iterable[Handle]) -> list[Exit]:
+        """Track tasks started before a restart; return the Exits of those already over.
+
+        A task is still ours only if its pid is alive with the same start ticks (a recycled
+        pid is someone else). Those that ended while we were down report their exit file;
+        those gone without one are LOST (or the requested stop outcome, if a stop was
+        recorded). A pending stop gets its SIGKILL backstop again. Already tracked handles
+        are skipped.
+        """
+        exits = []
+        for handle in handles:
+            with self._lock:
+                if handle.key in self._tasks:
+                    continue
+            run_dir = Path(handle.run_dir)
+            record = read_json(run_dir / EXIT_FILE)
+            if record is None and process_alive(handle.pid, handle.start_ticks):
+                with self._lock:
+                    self._tasks[handle.key] = _Tracked(handle, None)
+                stop = read_json(run_dir / STOP_FILE)
+                if stop is not None:
+                    due = float(stop.get("requested_at", 0.0)) + float(stop.get("grace_s", 0.0))
+                    self._arm_backstop(handle, due + BACKSTOP_MARGIN_S - time.time())
+                continue
+            if record is None:
+                record = read_json(run_dir / EXIT_FILE)
+            self._defer_reap((handle.pid, handle.start_ticks))
+            if record is not None:
+                exits.append(self._exit_from_record(handle, record))
+            else:
+                exits.append(self._gone(handle, None, None))
+        self._reap()
+        return exits
+
+    def close(self) -> None:
+        """Cancel pending SIGKILL backstops (the shims keep their own). Tasks keep running."""
+        with self._lock:
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
+
+
+def _stop_outcome(stop: dict[str, Any] | None) -> Outcome | None:
+    if stop is None:
+        return None
+    try:
+        outcome = Outcome(str(stop.get("outcome")))
+    except ValueError:
+        return None
+    return outcome if outcome in STOP_OUTCOMES else None
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

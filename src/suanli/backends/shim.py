@@ -1,0 +1,361 @@
+"""The per-task supervisor ("shim"): ``python -m suanli.backends.shim <run_dir>``.
+
+:class:`suanli.backends.local.LocalBackend` starts one shim per task in a new session, so the
+shim leads the task's process group and outlives the control plane. The shim
+
+* reads ``run_dir/spec.json`` (command, environment, cwd, max runtime, stop signal, grace);
+* starts the command as its child, in its own process group, with stdout/stderr appended to
+  ``stdout.log``/``stderr.log``, and writes the child's pid to ``run_dir/pid``;
+* enforces the max runtime itself (stop signal, then SIGKILL after the grace period), so the
+  limit holds while the control plane is down;
+* passes signals it receives on to the rest of the group, so signalling the shim alone stops
+  the task; a stop requested by the backend (``stop.json`` present) is sent to the whole group
+  by the backend and is not passed on again, so the task sees it once; after such a stop it
+  also SIGKILLs the group when the grace period ends;
+* reaps the child, SIGKILLs any processes left in the group (a task's processes end with it),
+  writes ``run_dir/exit.json`` atomically, and exits.
+
+It uses the standard library only and imports nothing else from suanli, so it starts fast and
+keeps running whatever state the rest of the code base is in. Linux only (it reads ``/proc``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SPEC_FILE = "spec.json"
+EXIT_FILE = "exit.json"
+STOP_FILE = "stop.json"
+PID_FILE = "pid"
+STDOUT_LOG = "stdout.log"
+STDERR_LOG = "stderr.log"
+SHIM_LOG = "shim.log"
+
+# Signals the shim catches and passes on to the task.
+FORWARDED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+# Of those, the ones that ask the task to end (and so start the grace-period countdown).
+TERMINATING = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
+# Signals that cannot be caught or that must not be set to SIG_IGN (SIGCHLD auto-reaps).
+_UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+_NO_IGNORE = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD})
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON to ``path`` so a reader sees the old file or the whole new one.
+
+    Writes a temporary file in the same directory, fsyncs it, renames it over ``path`` and
+    fsyncs the directory, so the file also survives a machine crash once this returns.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps(data, sort_keys=True).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None if the file does not exist or is not an object."""
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, process group, start ticks) of ``pid`` from ``/proc/<pid>/stat``, or None.
+
+    The second field (the command name) is in parentheses and may itself contain spaces and
+    parentheses, so the fixed fields are parsed after the last ``)``: state is field 3, the
+    process group field 5 and the start time (clock ticks since boot) field 22.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        rest = data[data.rindex(b")") + 1 :].split()
+        return rest[0].decode(), int(rest[2]), int(rest[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: int, start_ticks: int) -> bool:
+    """True if ``pid`` is a live (not zombie) process that started at ``start_ticks``."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[2] == start_ticks and stat[0] not in ("Z", "X", "x")
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is ``pgid`` (a snapshot of ``/proc``)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = proc_stat(int(entry))
+            if stat is not None and stat[1] == pgid and stat[0] not in ("Z", "X", "x"):
+                members.append(int(entry))
+    return members
+
+
+class _Shim:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.pgid = os.getpgrp()
+        self.pending: list[int] = []
+        self.child: subprocess.Popen[bytes] | None = None
+        self.kill_at: float | None = None  # monotonic time for SIGKILL to the group
+        self.killed = False
+        self.timed_out_at: float | None = None
+        self.stop_received_at: float | None = None
+        self.stop_handled = False
+
+    # --- signals -------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.pending.append(signum)
+
+    def _install_handlers(self, stop_sig: int) -> int:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        caught = set(FORWARDED) | {signal.SIGCHLD}
+        if stop_sig not in _UNCATCHABLE:
+            caught.add(signal.Signals(stop_sig))
+        for sig in caught:
+            signal.signal(sig, self._on_signal)
+        # The backend starts the shim with these blocked; with the handlers in place, a stop
+        # that arrived meanwhile is delivered now. The task inherits the empty mask.
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        return read_fd
+
+    def _signal_others(self, sig: int) -> None:
+        """Send ``sig`` to every process of the task: the group except the shim, and the child."""
+        child = self.child.pid if self.child is not None and self.child.returncode is None else None
+        if sig in _NO_IGNORE:
+            targets = {pid for pid in group_members(self.pgid) if pid != os.getpid()}
+            if child is not None:
+                targets.add(child)
+            for pid in targets:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+            return
+        # While the shim ignores ``sig``, a signal to the whole group reaches all the others
+        # (the kernel discards an ignored signal when it is sent) and nothing can slip in.
+        previous = signal.signal(sig, signal.SIG_IGN)
+        try:
+            os.killpg(self.pgid, sig)
+        except OSError:
+            pass
+        finally:
+            signal.signal(sig, previous)
+        if child is not None:
+            stat = proc_stat(child)
+            if stat is not None and stat[1] != self.pgid:  # the child left the group
+                try:
+                    os.kill(child, sig)
+                except OSError:
+                    pass
+
+    def _arm_kill(self, grace_s: float) -> None:
+        deadline = time.monotonic() + max(0.0, grace_s)
+        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
+        if self.stop_received_at is None:
+            self.stop_received_at = time.time()
+
+    def _backend_stop(self) -> dict[str, Any] | None:
+        return read_json(self.run_dir / STOP_FILE)
+
+    def _handle_signals(self, stop_sig: int, grace_s: float) -> None:
+        while self.pending:
+            sig = self.pending.pop(0)
+            if sig == signal.SIGCHLD:
+                continue
+            stop = self._backend_stop()
+            if stop is not None and stop.get("signal") == sig:
+                # The backend sent this to the whole group: the task has it already.
+                if not self.stop_handled:
+                    self.stop_handled = True
+                    self._arm_kill(float(stop.get("grace_s", grace_s)))
+                continue
+            self._signal_others(sig)
+            if sig in TERMINATING or sig == stop_sig:
+                self._arm_kill(grace_s)
+
+    # --- main ----------------------------------------------------------------------------
+
+    def _finish(self, **fields: Any) -> None:
+        record: dict[str, Any] = {
+            "exit_code": None,
+            "signal": None,
+            "finished_at": time.time(),
+            "timed_out": self.timed_out_at is not None,
+            "timed_out_at": self.timed_out_at,
+            "stop_received_at": self.stop_received_at,
+            "killed": self.killed,
+            "error": None,
+            "child_pid": self.child.pid if self.child is not None else None,
+            "shim_pid": os.getpid(),
+        }
+        record.update(fields)
+        write_json_atomic(self.run_dir / EXIT_FILE, record)
+
+    def run(self) -> int:
+        spec = read_json(self.run_dir / SPEC_FILE)
+        if spec is None:
+            self._finish(error=f"no readable {SPEC_FILE} in {self.run_dir}")
+            return 1
+        stop_sig = int(signal.Signals[spec["stop_signal"]])
+        grace_s = float(spec["grace_s"])
+        max_runtime = spec.get("max_runtime_s")
+        wake_fd = self._install_handlers(stop_sig)
+
+        started_at = time.time()
+        stop = self._backend_stop()
+        if stop is not None or any(s in TERMINATING or s == stop_sig for s in self.pending):
+            self.stop_received_at = time.time()
+            self._finish(started_at=started_at, error="stopped before the command started")
+            return 0
+
+        env = dict(os.environ)
+        for name in spec.get("unset", []):
+            env.pop(name, None)
+        env.update(spec["env"])
+        out = open(self.run_dir / STDOUT_LOG, "ab")
+        err = open(self.run_dir / STDERR_LOG, "ab")
+        try:
+            self.child = subprocess.Popen(
+                spec["command"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=spec["cwd"],
+                env=env,
+                close_fds=True,
+            )
+        except OSError as exc:
+            err.write(f"suanli: could not start {spec['command'][0]!r}: {exc}\n".encode())
+            code = 126 if isinstance(exc, PermissionError) else 127
+            self._finish(started_at=started_at, exit_code=code, error=f"could not start: {exc}")
+            return 0
+        finally:
+            out.close()
+            err.close()
+        child = self.child
+        pid_tmp = self.run_dir / f".{PID_FILE}.tmp"
+        pid_tmp.write_text(f"{child.pid}\n")
+        os.replace(pid_tmp, self.run_dir / PID_FILE)
+
+        if self._backend_stop() is not None:
+            # A stop arrived while the child was being started; it may have missed the signal.
+            self.stop_handled = True
+            stop = self._backend_stop() or {}
+            self._signal_others(stop_sig)
+            self._arm_kill(float(stop.get("grace_s", grace_s)))
+
+        begun = time.monotonic()
+        runtime_deadline = begun + float(max_runtime) if max_runtime is not None else None
+        status = 0
+        while True:
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
+            if pid == child.pid:
+                break
+            self._handle_signals(stop_sig, grace_s)
+            now = time.monotonic()
+            if (
+                runtime_deadline is not None
+                and now >= runtime_deadline
+                and self.timed_out_at is None
+            ):
+                self.timed_out_at = time.time()
+                self._signal_others(stop_sig)
+                self._arm_kill(grace_s)
+            if self.kill_at is not None and now >= self.kill_at and not self.killed:
+                self.killed = True
+                self._signal_others(signal.SIGKILL)
+            deadlines = [d for d in (runtime_deadline, self.kill_at) if d is not None]
+            if self.timed_out_at is not None and runtime_deadline in deadlines:
+                deadlines.remove(runtime_deadline)
+            if self.killed and self.kill_at in deadlines:
+                deadlines.remove(self.kill_at)
+            timeout = min([30.0] + [max(0.0, d - now) for d in deadlines])
+            select.select([wake_fd], [], [], timeout)
+            try:
+                while os.read(wake_fd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+        code = os.waitstatus_to_exitcode(status)
+        child.returncode = code
+        self._kill_stragglers()
+        if code >= 0:
+            self._finish(started_at=started_at, exit_code=code)
+        else:
+            self._finish(started_at=started_at, signal=-code)
+        return 0
+
+    def _kill_stragglers(self) -> None:
+        """SIGKILL whatever the task left behind in the group (the task ends as a whole)."""
+        for _ in range(50):
+            others = [pid for pid in group_members(self.pgid) if pid != os.getpid()]
+            if not others:
+                return
+            for pid in others:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+
+    def abort(self, exc: BaseException) -> None:
+        """After an unexpected error: kill the task and still leave an exit file."""
+        try:
+            self.killed = True
+            self._signal_others(signal.SIGKILL)
+            self._kill_stragglers()
+        finally:
+            self._finish(error=f"supervisor error: {type(exc).__name__}: {exc}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m suanli.backends.shim RUN_DIR", file=sys.stderr)
+        return 2
+    shim = _Shim(Path(args[0]))
+    try:
+        return shim.run()
+    except Exception as exc:
+        shim.abort(exc)
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The live control plane behind ``suanli serve``: its API, state and metrics."""
