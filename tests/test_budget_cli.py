@@ -123,10 +123,10 @@ def ok(runner: CliRunner, *args: str) -> str:
 
 
 def test_migration_0002_creates_the_budgets_table_as_schema_py_says(store_url: str) -> None:
-    assert upgrade(store_url) == "0002"
+    assert upgrade(store_url) == store_db.head_revision()
     engine = store_db.create_store_engine(store_url)
     try:
-        assert store_db.current_revision(engine) == store_db.head_revision() == "0002"
+        assert store_db.current_revision(engine) == store_db.head_revision()
         assert "budgets" in sa.inspect(engine).get_table_names()
         with engine.connect() as conn:
             ctx = MigrationContext.configure(
@@ -151,7 +151,7 @@ def test_migration_0002_downgrades_to_0001_and_to_nothing_and_upgrades_again(
         command.downgrade(cfg, "base")
         assert store_db.current_revision(engine) is None
         assert not {"budgets", "ledger_entries"} & set(sa.inspect(engine).get_table_names())
-        assert upgrade(engine) == "0002"
+        assert upgrade(engine) == store_db.head_revision()
     finally:
         engine.dispose()
     s = open_store(store_url)

@@ -161,5 +161,161 @@ budgets = sa.Table(
     sa.Index(None, "effective_ms"),
 )
 
-APPEND_ONLY_TABLES = ("usage_records", "usage_gpus", "ledger_entries", "budgets")
+
+# --- the live control plane (migration 0003) ---------------------------------------------
+
+JOB_STATES = (
+    "pending",
+    "admitted",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "preempted",
+    "lost",
+)
+"""A job's states: ``pending`` (queued; also after a preemption or a lost attempt, when it
+is requeued), ``admitted`` (placed, its GPUs claimed, its tasks being started), ``running``,
+and the final ``succeeded``, ``failed``, ``cancelled``, ``preempted`` (evicted and not to be
+requeued) and ``lost``."""
+ATTEMPT_STATES = ("admitted", "running", "stopping", "ended")
+ROLES = ("admin", "tenant-admin", "user")
+
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    # SHA-256 of the token (hex): the token itself is shown once, when it is made.
+    sa.Column("token_hash", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("role", sa.Text, nullable=False),
+    # The tenant the token acts for; NULL only for an admin (every tenant).
+    sa.Column("tenant", sa.Text, nullable=True),
+    sa.Column("user_name", sa.Text, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("revoked_ms", sa.BigInteger, nullable=True),
+    sa.UniqueConstraint("token_hash"),
+    sa.CheckConstraint("role IN ('admin', 'tenant-admin', 'user')", name="role"),
+    sa.CheckConstraint("(role = 'admin') OR (tenant IS NOT NULL)", name="tenant_bound"),
+)
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    # Submission order; ``id`` is what users see.
+    sa.Column("seq", RowId, primary_key=True, autoincrement=True),
+    sa.Column("id", sa.Text, nullable=False),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("user_name", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("queue", sa.Text, nullable=False),
+    sa.Column("priority_class", sa.Text, nullable=False),
+    # The validated job spec, as JSON (``suanli.control.spec.JobSpec``).
+    sa.Column("spec", sa.Text, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    # Why it is pending, or how it ended (one line).
+    sa.Column("reason", sa.Text, nullable=True),
+    # Attempts started so far (the current one's number while admitted or running).
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("submitted_ms", sa.BigInteger, nullable=False),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("id"),
+    sa.CheckConstraint(
+        "state IN ('pending', 'admitted', 'running', 'succeeded', 'failed', 'cancelled', "
+        "'preempted', 'lost')",
+        name="state",
+    ),
+    sa.Index(None, "tenant", "seq"),
+    sa.Index(None, "state"),
+)
+
+job_events = sa.Table(
+    "job_events",
+    metadata,
+    # A job's history, append-only: submitted, admitted, started, preempted, ended, ...
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("at_ms", sa.BigInteger, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.ForeignKeyConstraint(["job_id"], ["jobs.id"]),
+    sa.Index(None, "job_id"),
+)
+
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    # Where its tasks run (JSON: per task, node and GPU indices and share).
+    sa.Column("placement", sa.Text, nullable=False),
+    # The backend's handles of its tasks (JSON), once started: enough to adopt them again.
+    sa.Column("handles", sa.Text, nullable=True),
+    sa.Column("admitted_ms", sa.BigInteger, nullable=False),
+    sa.Column("started_ms", sa.BigInteger, nullable=True),
+    sa.Column("ended_ms", sa.BigInteger, nullable=True),
+    sa.Column("outcome", sa.Text, nullable=True),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("detail", sa.Text, nullable=True),
+    # Whether its usage record and charges are in the ledger.
+    sa.Column("metered", sa.Boolean, nullable=False),
+    sa.UniqueConstraint("job_id", "attempt"),
+    sa.ForeignKeyConstraint(["job_id"], ["jobs.id"]),
+    sa.CheckConstraint("state IN ('admitted', 'running', 'stopping', 'ended')", name="state"),
+    sa.Index(None, "state"),
+)
+
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("gpus", sa.Integer, nullable=False),
+    sa.Column("gpu_model", sa.Text, nullable=True),
+    sa.Column("gpu_memory_mib", sa.BigInteger, nullable=False),
+    sa.Column("cpu_milli", sa.BigInteger, nullable=False),
+    sa.Column("memory_mib", sa.BigInteger, nullable=False),
+    sa.Column("healthy", sa.Boolean, nullable=False),
+    # ``nvml`` or ``declared``.
+    sa.Column("source", sa.Text, nullable=False),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+)
+
+gpus = sa.Table(
+    "gpus",
+    metadata,
+    sa.Column("node", sa.Text, nullable=False),
+    sa.Column("idx", sa.Integer, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("uuid", sa.Text, nullable=False),
+    sa.Column("memory_mib", sa.BigInteger, nullable=False),
+    # Milli-GPU claimed, kept by triggers on gpu_claims; the CHECK refuses more than one GPU.
+    sa.Column("used_milli", sa.Integer, nullable=False),
+    sa.PrimaryKeyConstraint("node", "idx"),
+    sa.ForeignKeyConstraint(["node"], ["nodes.name"]),
+    sa.CheckConstraint("used_milli >= 0 AND used_milli <= 1000", name="share"),
+)
+
+gpu_claims = sa.Table(
+    "gpu_claims",
+    metadata,
+    # One row per (attempt, task, GPU) while the attempt holds it; deleted on release.
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("task", sa.Integer, nullable=False),
+    sa.Column("node", sa.Text, nullable=False),
+    sa.Column("idx", sa.Integer, nullable=False),
+    sa.Column("milli", sa.Integer, nullable=False),
+    sa.UniqueConstraint("job_id", "attempt", "task", "node", "idx"),
+    sa.ForeignKeyConstraint(["node", "idx"], ["gpus.node", "gpus.idx"]),
+    sa.ForeignKeyConstraint(["job_id", "attempt"], ["attempts.job_id", "attempts.attempt"]),
+    sa.CheckConstraint("milli > 0 AND milli <= 1000", name="milli"),
+    sa.Index(None, "job_id"),
+)
+
+APPEND_ONLY_TABLES = ("usage_records", "usage_gpus", "ledger_entries", "budgets", "job_events")
 """Tables on which the database refuses UPDATE, DELETE and TRUNCATE."""

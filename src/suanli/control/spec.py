@@ -1,0 +1,196 @@
+"""A live job's spec: what a user submits (YAML, JSON, or the API's request body).
+
+::
+
+    name: train-resnet            # optional, for people
+    command: [python, train.py, --epochs, "10"]
+    env: {WANDB_MODE: offline}    # optional
+    workdir: /home/ana/resnet     # optional (default: the task's run directory)
+    tasks: 2                      # identical tasks, started together (a gang); default 1
+    gpus: 1                       # per task: whole GPUs (1, 2, 8) or a share of one (0.25)
+    gpu_memory: 20G               # per task: for a share, its GPU memory limit
+    cpu: 4                        # cores per task (default 1)
+    memory: 16G                   # per task (default 4G)
+    gpu_models: [H100]            # acceptable models (default any)
+    tenant: vision                # default: the submitting token's tenant
+    queue: vision                 # default: the tenant's name
+    priority_class: normal        # online, high, normal or spot (default normal)
+    max_runtime: 3600             # seconds; the task is stopped after it (default none)
+    checkpoint_dir: /ckpt/resnet  # handed to the job as SUANLI_CHECKPOINT_DIR
+    checkpoint_interval: 600      # seconds between checkpoints, if it makes them
+    stop_signal: SIGTERM          # sent on preemption or cancel, before the kill
+    grace: 30                     # seconds between that signal and the kill
+
+Sizes take a binary unit (``512M``, ``20G``, ``1T``) or a number of MiB. Unknown keys are
+errors, and every error names the field (pydantic's location) and why.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, Job, SpecError, TaskRequest
+
+MAX_TASKS = 4096
+MAX_COMMAND_ARGS = 4096
+MAX_NAME = 200
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$"
+_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def size_mib(value: Any, field: str) -> int:
+    """A size (``20G``, ``512M``, ``1T``, ``64K``, or a number of MiB) in whole MiB."""
+    if isinstance(value, bool):
+        raise ValueError(f"{field}: a size like 20G or a number of MiB, got {value!r}")
+    if isinstance(value, int | float):
+        mib = float(value)
+    elif isinstance(value, str):
+        text = value.strip().upper().removesuffix("IB").removesuffix("B")
+        unit = _UNITS.get(text[-1:]) if text else None
+        number = text[:-1] if unit is not None else text
+        try:
+            mib = float(number) * (unit if unit is not None else 1)
+        except ValueError:
+            raise ValueError(
+                f"{field}: a size like 20G or a number of MiB, got {value!r}"
+            ) from None
+    else:
+        raise ValueError(f"{field}: a size like 20G or a number of MiB, got {value!r}")
+    if not math.isfinite(mib) or mib < 0:
+        raise ValueError(f"{field}: must be a finite size >= 0, got {value!r}")
+    return math.ceil(mib)
+
+
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class JobSpec(BaseModel):
+    """A job as submitted (see the module docstring for the fields)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(max_length=MAX_NAME)] = ""
+    command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)]
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    tasks: Annotated[int, Field(ge=1, le=MAX_TASKS)] = 1
+    gang_min: Annotated[int, Field(ge=0, le=MAX_TASKS)] = 0
+    gpus: Annotated[float, Field(ge=0, le=64, allow_inf_nan=False)] = 0
+    gpu_memory: int | float | str = 0
+    cpu: Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)] = 1
+    memory: int | float | str = "4G"
+    gpu_models: list[str] = Field(default_factory=list)
+    tenant: Annotated[str, Field(pattern=_NAME_PATTERN)] | None = None
+    queue: Annotated[str, Field(pattern=_NAME_PATTERN)] | None = None
+    priority_class: str = "normal"
+    max_runtime: Seconds | None = None
+    estimate: Seconds | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_interval: Seconds | None = None
+    stop_signal: str = "SIGTERM"
+    grace: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 30
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str]) -> list[str]:
+        if not v[0]:
+            raise ValueError("the program name (first element) must not be empty")
+        if any("\0" in a for a in v):
+            raise ValueError("arguments must not contain NUL characters")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not name or "=" in name or "\0" in name or "\0" in value:
+                raise ValueError(f"invalid environment variable {name!r}")
+        return v
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v: float) -> float:
+        if v > 1 and v != int(v):
+            raise ValueError(f"more than one GPU must be a whole number, got {v}")
+        if 0 < v < 1 and round(v * MILLI) < 1:
+            raise ValueError(f"a GPU share must be at least 0.001, got {v}")
+        return v
+
+    @field_validator("gpu_memory", "memory")
+    @classmethod
+    def _size(cls, v: Any, info: Any) -> int:
+        return size_mib(v, info.field_name)
+
+    @field_validator("priority_class")
+    @classmethod
+    def _class(cls, v: str) -> str:
+        if v not in DEFAULT_PRIORITY_CLASSES:
+            raise ValueError(
+                f"unknown class {v!r}: choose from {', '.join(DEFAULT_PRIORITY_CLASSES)}"
+            )
+        return v
+
+    @field_validator("stop_signal")
+    @classmethod
+    def _signal(cls, v: str) -> str:
+        name = v if v.startswith("SIG") else f"SIG{v}"
+        if name not in signal.Signals.__members__:
+            raise ValueError(f"unknown signal {v!r}")
+        return name
+
+    @model_validator(mode="after")
+    def _gang(self) -> JobSpec:
+        if self.gang_min > self.tasks:
+            raise ValueError(f"gang_min ({self.gang_min}) must be at most tasks ({self.tasks})")
+        return self
+
+    @property
+    def memory_mib(self) -> int:
+        assert isinstance(self.memory, int)
+        return self.memory
+
+    @property
+    def gpu_memory_mib(self) -> int:
+        assert isinstance(self.gpu_memory, int)
+        return self.gpu_memory
+
+    def task_request(self) -> TaskRequest:
+        """The core's request for one task."""
+        if 0 < self.gpus < 1:
+            whole, milli = 1, round(self.gpus * MILLI)
+        else:
+            whole, milli = int(self.gpus), MILLI
+        try:
+            return TaskRequest(
+                gpus=whole,
+                gpu_milli=milli if whole else MILLI,
+                gpu_memory_mib=self.gpu_memory_mib,
+                cpu_milli=round(self.cpu * MILLI),
+                memory_mib=self.memory_mib,
+                gpu_models=frozenset(self.gpu_models),
+            )
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+
+    def job(self, job_id: str, submit: float, tenant: str, queue: str) -> Job:
+        """The core's job for this spec: submitted at ``submit`` (seconds on the control
+        plane's clock) for ``tenant`` in ``queue``. Its ``runtime`` is unknown to a live
+        scheduler; the maximum runtime (else infinity) stands in, and ``estimate`` is the
+        user's, for backfill."""
+        return Job(
+            id=job_id,
+            submit=submit,
+            runtime=self.max_runtime if self.max_runtime is not None else math.inf,
+            task=self.task_request(),
+            tasks=self.tasks,
+            gang_min=self.gang_min,
+            tenant=tenant,
+            queue=queue,
+            priority_class=self.priority_class,
+            estimate=self.estimate if self.estimate is not None else self.max_runtime,
+            checkpoint_interval=self.checkpoint_interval,
+        )

@@ -1,0 +1,577 @@
+"""Live jobs in the store: submissions, their states and history, attempts and GPU claims.
+
+The control plane's durable state (tables of migration ``0003``). Contracts:
+
+- **A submission is durable before it is acknowledged.** ``submit_job`` commits the job
+  (state ``pending``) and its ``submitted`` event in one transaction; the API answers only
+  after it returns. The job's id is its submission number, as text (``"42"``).
+- **GPU shares are claimed in the database.** ``admit_attempt`` writes the attempt and one
+  ``gpu_claims`` row per (task, GPU) in the caller's transaction; triggers add each claim to
+  its GPU's ``used_milli``, whose CHECK refuses more than a whole GPU, so a double
+  allocation fails (``sa.exc.IntegrityError``) and rolls the transaction back, whoever
+  attempts it. ``end_attempt`` deletes the claims, which gives the shares back.
+- **History is append-only.** Every change of state adds a ``job_events`` row.
+
+Functions take a *target* like the ledger's (``suanli.store.db.Target``): a ``Store`` (one
+transaction per call) or a connection inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from suanli.store.db import Target, reading, writing
+from suanli.store.schema import JOB_STATES, attempts, gpu_claims, gpus, job_events, jobs, nodes
+
+FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "preempted", "lost"})
+"""States a job never leaves."""
+LIVE_ATTEMPT_STATES = ("admitted", "running", "stopping")
+MAX_PAGE = 1000
+
+
+class JobStoreError(ValueError):
+    """A store call on jobs that cannot be carried out as asked (nothing was written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job as stored."""
+
+    seq: int
+    id: str
+    tenant: str
+    user: str
+    name: str
+    queue: str
+    priority_class: str
+    spec: dict[str, Any]
+    """The validated spec (``suanli.control.spec.JobSpec``), as JSON data."""
+    state: str
+    reason: str | None
+    attempts: int
+    cancel_requested: bool
+    exit_code: int | None
+    submitted_ms: int
+    updated_ms: int
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    at_ms: int
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One task's share of one GPU."""
+
+    task: int
+    node: str
+    gpu: int
+    milli: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a job: where it runs and how it ended."""
+
+    job_id: str
+    attempt: int
+    state: str
+    placement: list[dict[str, Any]]
+    """Per task: ``{"task", "node", "gpus", "gpu_milli", "gpu_memory_mib", "cpu_milli",
+    "memory_mib"}`` (node by name, GPUs by index on it)."""
+    handles: list[dict[str, Any]] | None
+    admitted_ms: int
+    started_ms: int | None
+    ended_ms: int | None
+    outcome: str | None
+    exit_code: int | None
+    detail: str | None
+    metered: bool
+
+
+def _job(row: Any) -> JobRecord:
+    return JobRecord(
+        seq=row.seq,
+        id=row.id,
+        tenant=row.tenant,
+        user=row.user_name,
+        name=row.name,
+        queue=row.queue,
+        priority_class=row.priority_class,
+        spec=json.loads(row.spec),
+        state=row.state,
+        reason=row.reason,
+        attempts=row.attempts,
+        cancel_requested=bool(row.cancel_requested),
+        exit_code=row.exit_code,
+        submitted_ms=row.submitted_ms,
+        updated_ms=row.updated_ms,
+    )
+
+
+def _attempt(row: Any) -> AttemptRecord:
+    return AttemptRecord(
+        job_id=row.job_id,
+        attempt=row.attempt,
+        state=row.state,
+        placement=json.loads(row.placement),
+        handles=None if row.handles is None else json.loads(row.handles),
+        admitted_ms=row.admitted_ms,
+        started_ms=row.started_ms,
+        ended_ms=row.ended_ms,
+        outcome=row.outcome,
+        exit_code=row.exit_code,
+        detail=row.detail,
+        metered=bool(row.metered),
+    )
+
+
+# --- submissions and states ---------------------------------------------------------------
+
+
+def submit_job(
+    target: Target,
+    *,
+    spec: dict[str, Any],
+    tenant: str,
+    user: str,
+    name: str,
+    queue: str,
+    priority_class: str,
+    now_ms: int,
+) -> JobRecord:
+    """Store a new pending job and its ``submitted`` event; returns it (with its id)."""
+    with writing(target) as conn:
+        seq = conn.execute(
+            sa.insert(jobs)
+            .values(
+                id=f"new-{uuid.uuid4().hex}",  # replaced by the number just below
+                tenant=tenant,
+                user_name=user,
+                name=name,
+                queue=queue,
+                priority_class=priority_class,
+                spec=json.dumps(spec, sort_keys=True, separators=(",", ":")),
+                state="pending",
+                attempts=0,
+                cancel_requested=False,
+                submitted_ms=now_ms,
+                updated_ms=now_ms,
+            )
+            .returning(jobs.c.seq)
+        ).scalar_one()
+        job_id = str(seq)
+        conn.execute(sa.update(jobs).where(jobs.c.seq == seq).values(id=job_id))
+        add_event(conn, job_id, now_ms, "submitted", f"by {user} to queue {queue}")
+        row = conn.execute(sa.select(jobs).where(jobs.c.seq == seq)).one()
+    return _job(row)
+
+
+def get_job(target: Target, job_id: str, *, tenant: str | None = None) -> JobRecord | None:
+    """Job ``job_id``, or None if there is none (or, with ``tenant``, it is another
+    tenant's: the caller cannot tell the two apart)."""
+    q = sa.select(jobs).where(jobs.c.id == job_id)
+    if tenant is not None:
+        q = q.where(jobs.c.tenant == tenant)
+    with reading(target) as conn:
+        row = conn.execute(q).first()
+    return None if row is None else _job(row)
+
+
+def list_jobs(
+    target: Target,
+    *,
+    tenant: str | None = None,
+    states: Sequence[str] = (),
+    queue: str | None = None,
+    user: str | None = None,
+    after: int | None = None,
+    limit: int = 100,
+) -> list[JobRecord]:
+    """Jobs in submission order, filtered; ``after`` is the ``seq`` of the last job of the
+    previous page (keyset pagination: stable while jobs arrive)."""
+    unknown = [s for s in states if s not in JOB_STATES]
+    if unknown:
+        raise JobStoreError(f"unknown state(s) {unknown}: choose from {', '.join(JOB_STATES)}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise JobStoreError(f"limit must be in 1..{MAX_PAGE}, got {limit}")
+    q = sa.select(jobs).order_by(jobs.c.seq).limit(limit)
+    if tenant is not None:
+        q = q.where(jobs.c.tenant == tenant)
+    if states:
+        q = q.where(jobs.c.state.in_(list(states)))
+    if queue is not None:
+        q = q.where(jobs.c.queue == queue)
+    if user is not None:
+        q = q.where(jobs.c.user_name == user)
+    if after is not None:
+        q = q.where(jobs.c.seq > after)
+    with reading(target) as conn:
+        return [_job(r) for r in conn.execute(q)]
+
+
+def job_counts(target: Target) -> dict[tuple[str, str], int]:
+    """How many jobs per (state, queue)."""
+    q = sa.select(jobs.c.state, jobs.c.queue, sa.func.count()).group_by(jobs.c.state, jobs.c.queue)
+    with reading(target) as conn:
+        return {(state, queue): int(n) for state, queue, n in conn.execute(q)}
+
+
+def request_cancel(target: Target, job_id: str, now_ms: int, by: str) -> JobRecord:
+    """Ask for job ``job_id`` to be cancelled (the scheduler loop carries it out); a no-op
+    for a job already ended or already asked. ``JobStoreError`` if there is no such job."""
+    with writing(target) as conn:
+        row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
+        if row is None:
+            raise JobStoreError(f"no job {job_id!r}")
+        if row.state not in FINAL_STATES and not row.cancel_requested:
+            conn.execute(
+                sa.update(jobs)
+                .where(jobs.c.id == job_id)
+                .values(cancel_requested=True, updated_ms=now_ms)
+            )
+            add_event(conn, job_id, now_ms, "cancel-requested", f"by {by}")
+            row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).one()
+    return _job(row)
+
+
+def set_job_state(
+    conn: Target,
+    job_id: str,
+    state: str,
+    now_ms: int,
+    *,
+    reason: str | None = None,
+    exit_code: int | None = None,
+    attempts: int | None = None,
+    event: str | None = None,
+) -> None:
+    """Move job ``job_id`` to ``state`` (with the reason shown to users) and record the
+    change as an event (``event`` names it; default: the state)."""
+    if state not in JOB_STATES:
+        raise JobStoreError(f"unknown job state {state!r}")
+    values: dict[str, Any] = {"state": state, "reason": reason, "updated_ms": now_ms}
+    if exit_code is not None:
+        values["exit_code"] = exit_code
+    if attempts is not None:
+        values["attempts"] = attempts
+    with writing(conn) as c:
+        n = c.execute(sa.update(jobs).where(jobs.c.id == job_id).values(**values)).rowcount
+        if n != 1:
+            raise JobStoreError(f"no job {job_id!r}")
+        add_event(c, job_id, now_ms, event or state, reason or "")
+
+
+def set_reasons(target: Target, reasons: dict[str, str | None], now_ms: int) -> None:
+    """Update the pending reason of jobs still pending (no event: reasons change often)."""
+    if not reasons:
+        return
+    with writing(target) as conn:
+        for job_id, reason in reasons.items():
+            conn.execute(
+                sa.update(jobs)
+                .where(jobs.c.id == job_id, jobs.c.state == "pending")
+                .values(reason=reason)
+            )
+
+
+def add_event(target: Target, job_id: str, at_ms: int, kind: str, detail: str) -> None:
+    with writing(target) as conn:
+        conn.execute(
+            sa.insert(job_events).values(job_id=job_id, at_ms=at_ms, kind=kind, detail=detail)
+        )
+
+
+def job_history(target: Target, job_id: str) -> list[JobEvent]:
+    q = sa.select(job_events).where(job_events.c.job_id == job_id).order_by(job_events.c.id)
+    with reading(target) as conn:
+        return [JobEvent(r.at_ms, r.kind, r.detail) for r in conn.execute(q)]
+
+
+def jobs_in(target: Target, states: Iterable[str], *, after: int | None = None) -> list[JobRecord]:
+    """Every job in one of ``states`` (and after ``seq`` ``after``), in submission order."""
+    q = sa.select(jobs).where(jobs.c.state.in_(list(states))).order_by(jobs.c.seq)
+    if after is not None:
+        q = q.where(jobs.c.seq > after)
+    with reading(target) as conn:
+        return [_job(r) for r in conn.execute(q)]
+
+
+def cancel_requests(target: Target) -> list[JobRecord]:
+    """Jobs asked to be cancelled that have not ended yet."""
+    q = (
+        sa.select(jobs)
+        .where(jobs.c.cancel_requested.is_(True), jobs.c.state.not_in(list(FINAL_STATES)))
+        .order_by(jobs.c.seq)
+    )
+    with reading(target) as conn:
+        return [_job(r) for r in conn.execute(q)]
+
+
+# --- attempts and claims ------------------------------------------------------------------
+
+
+def admit_attempt(
+    conn: Target,
+    job_id: str,
+    attempt: int,
+    placement: list[dict[str, Any]],
+    now_ms: int,
+) -> None:
+    """Record attempt ``attempt`` of ``job_id`` as admitted on ``placement`` and claim its
+    GPU shares (see the module docstring); the job becomes ``admitted``."""
+    claims = [
+        Claim(t["task"], t["node"], gpu, t["gpu_milli"])
+        for t in placement
+        for gpu in t["gpus"]
+        if t["gpu_milli"] > 0
+    ]
+    with writing(conn) as c:
+        c.execute(
+            sa.insert(attempts).values(
+                job_id=job_id,
+                attempt=attempt,
+                state="admitted",
+                placement=json.dumps(placement, separators=(",", ":")),
+                admitted_ms=now_ms,
+                metered=False,
+            )
+        )
+        if claims:
+            c.execute(
+                sa.insert(gpu_claims),
+                [
+                    {
+                        "job_id": job_id,
+                        "attempt": attempt,
+                        "task": k.task,
+                        "node": k.node,
+                        "idx": k.gpu,
+                        "milli": k.milli,
+                    }
+                    for k in claims
+                ],
+            )
+        where = ", ".join(sorted({t["node"] for t in placement}))
+        set_job_state(c, job_id, "admitted", now_ms, attempts=attempt, reason=f"on {where}")
+
+
+def attempt_started(
+    conn: Target, job_id: str, attempt: int, handles: list[dict[str, Any]], now_ms: int
+) -> None:
+    """Attempt ``attempt`` of ``job_id`` has its tasks running: keep their handles; the job
+    becomes ``running``."""
+    with writing(conn) as c:
+        c.execute(
+            sa.update(attempts)
+            .where(attempts.c.job_id == job_id, attempts.c.attempt == attempt)
+            .values(state="running", handles=json.dumps(handles), started_ms=now_ms)
+        )
+        set_job_state(c, job_id, "running", now_ms, reason=None)
+
+
+def attempt_stopping(conn: Target, job_id: str, attempt: int, now_ms: int, why: str) -> None:
+    """Attempt ``attempt`` of ``job_id`` is being stopped (preempted or cancelled)."""
+    with writing(conn) as c:
+        c.execute(
+            sa.update(attempts)
+            .where(attempts.c.job_id == job_id, attempts.c.attempt == attempt)
+            .values(state="stopping", detail=why)
+        )
+        add_event(c, job_id, now_ms, "stopping", why)
+
+
+def end_attempt(
+    conn: Target,
+    job_id: str,
+    attempt: int,
+    now_ms: int,
+    *,
+    outcome: str,
+    exit_code: int | None,
+    detail: str,
+) -> None:
+    """Attempt ``attempt`` of ``job_id`` has ended: record how, and give its GPU shares
+    back. The job's own next state is the caller's to set."""
+    with writing(conn) as c:
+        c.execute(
+            sa.update(attempts)
+            .where(attempts.c.job_id == job_id, attempts.c.attempt == attempt)
+            .values(
+                state="ended",
+                ended_ms=now_ms,
+                outcome=outcome,
+                exit_code=exit_code,
+                detail=detail,
+            )
+        )
+        c.execute(
+            sa.delete(gpu_claims).where(
+                gpu_claims.c.job_id == job_id, gpu_claims.c.attempt == attempt
+            )
+        )
+
+
+def live_attempts(target: Target) -> list[AttemptRecord]:
+    """Attempts admitted, running or stopping, in admission order."""
+    q = sa.select(attempts).where(attempts.c.state.in_(LIVE_ATTEMPT_STATES)).order_by(attempts.c.id)
+    with reading(target) as conn:
+        return [_attempt(r) for r in conn.execute(q)]
+
+
+def job_attempts(target: Target, job_id: str) -> list[AttemptRecord]:
+    q = sa.select(attempts).where(attempts.c.job_id == job_id).order_by(attempts.c.attempt)
+    with reading(target) as conn:
+        return [_attempt(r) for r in conn.execute(q)]
+
+
+def unmetered_attempts(target: Target) -> list[AttemptRecord]:
+    """Ended attempts whose usage is not in the ledger yet."""
+    q = (
+        sa.select(attempts)
+        .where(attempts.c.state == "ended", attempts.c.metered.is_(False))
+        .order_by(attempts.c.id)
+    )
+    with reading(target) as conn:
+        return [_attempt(r) for r in conn.execute(q)]
+
+
+def mark_metered(conn: Target, job_id: str, attempt: int) -> None:
+    with writing(conn) as c:
+        c.execute(
+            sa.update(attempts)
+            .where(attempts.c.job_id == job_id, attempts.c.attempt == attempt)
+            .values(metered=True)
+        )
+
+
+def claims(target: Target) -> dict[tuple[str, int], int]:
+    """Milli-GPU claimed per (node, GPU index), from the claims themselves."""
+    q = sa.select(gpu_claims.c.node, gpu_claims.c.idx, sa.func.sum(gpu_claims.c.milli)).group_by(
+        gpu_claims.c.node, gpu_claims.c.idx
+    )
+    with reading(target) as conn:
+        return {(node, idx): int(m) for node, idx, m in conn.execute(q)}
+
+
+# --- inventory ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    name: str
+    gpus: int
+    gpu_model: str | None
+    gpu_memory_mib: int
+    cpu_milli: int
+    memory_mib: int
+    healthy: bool
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    node: str
+    idx: int
+    model: str
+    uuid: str
+    memory_mib: int
+    used_milli: int = 0
+
+
+def sync_inventory(
+    target: Target, node_rows: Sequence[NodeRow], gpu_rows: Sequence[GpuRow], now_ms: int
+) -> None:
+    """Make the stored inventory say ``node_rows`` and ``gpu_rows``: new nodes and GPUs are
+    added, known ones updated; a stored node or GPU missing from them is marked unhealthy
+    (a GPU cannot be deleted while the database may hold claims on it).
+    ``JobStoreError`` if a GPU with claims changed model (nothing written)."""
+    with writing(target) as conn:
+        known_nodes = {r.name for r in conn.execute(sa.select(nodes.c.name))}
+        for n in node_rows:
+            values = {
+                "gpus": n.gpus,
+                "gpu_model": n.gpu_model,
+                "gpu_memory_mib": n.gpu_memory_mib,
+                "cpu_milli": n.cpu_milli,
+                "memory_mib": n.memory_mib,
+                "healthy": n.healthy,
+                "source": n.source,
+                "updated_ms": now_ms,
+            }
+            if n.name in known_nodes:
+                conn.execute(sa.update(nodes).where(nodes.c.name == n.name).values(**values))
+            else:
+                conn.execute(sa.insert(nodes).values(name=n.name, **values))
+        given = {n.name for n in node_rows}
+        for name in known_nodes - given:
+            conn.execute(
+                sa.update(nodes)
+                .where(nodes.c.name == name)
+                .values(healthy=False, updated_ms=now_ms)
+            )
+        stored = {(r.node, r.idx): r for r in conn.execute(sa.select(gpus))}
+        for g in gpu_rows:
+            old = stored.get((g.node, g.idx))
+            if old is None:
+                conn.execute(
+                    sa.insert(gpus).values(
+                        node=g.node,
+                        idx=g.idx,
+                        model=g.model,
+                        uuid=g.uuid,
+                        memory_mib=g.memory_mib,
+                        used_milli=0,
+                    )
+                )
+            elif (old.model, old.uuid, old.memory_mib) != (g.model, g.uuid, g.memory_mib):
+                if old.used_milli:
+                    raise JobStoreError(
+                        f"GPU {g.idx} of node {g.node} is claimed ({old.used_milli} milli) "
+                        f"but is now {g.model} {g.uuid}, was {old.model} {old.uuid}"
+                    )
+                conn.execute(
+                    sa.update(gpus)
+                    .where(gpus.c.node == g.node, gpus.c.idx == g.idx)
+                    .values(model=g.model, uuid=g.uuid, memory_mib=g.memory_mib)
+                )
+
+
+def list_nodes(target: Target) -> list[tuple[NodeRow, list[GpuRow]]]:
+    """The stored nodes, by name, each with its GPUs by index."""
+    with reading(target) as conn:
+        node_rows = list(conn.execute(sa.select(nodes).order_by(nodes.c.name)))
+        by_node: dict[str, list[GpuRow]] = {}
+        for r in conn.execute(sa.select(gpus).order_by(gpus.c.node, gpus.c.idx)):
+            by_node.setdefault(r.node, []).append(
+                GpuRow(r.node, r.idx, r.model, r.uuid, r.memory_mib, r.used_milli)
+            )
+    return [
+        (
+            NodeRow(
+                r.name,
+                r.gpus,
+                r.gpu_model,
+                r.gpu_memory_mib,
+                r.cpu_milli,
+                r.memory_mib,
+                bool(r.healthy),
+                r.source,
+            ),
+            by_node.get(r.name, []),
+        )
+        for r in node_rows
+    ]
