@@ -355,3 +355,16 @@ def test_a_node_back_to_health_wakes_a_blocked_job(mode: str) -> None:
     # And back to unhealthy: the next such job waits again.
     s.view.set_health(1, False)
     assert ids(run_one(s, job("big2", 1, gpus=8))) == [("Skip", "big2")]
+
+
+@pytest.mark.parametrize("queue", QUEUE_ORDERS)
+def test_a_job_submitted_after_its_lane_was_emptied_by_a_removal_starts(queue: str) -> None:
+    # Found by test_skip_ahead_cycle_invariants: under a fair-sharing order the lane kept the
+    # removed head's fair key, and an empty cycle dropped its heap entry, so a later job of
+    # the same shape was never tried.
+    s = sched(gpus_cluster(1), queue=queue)
+    s.submit(job("a"))
+    assert s.remove("a")
+    assert s.cycle(rng()) == []
+    s.submit(job("b"))
+    assert admitted(s.cycle(rng())) == ["b"]

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from suanli.core import quota_lanes
 from suanli.core.backfill import DEFAULT_DEPTH, Easy, Reservation, make_backfill, reserve
 from suanli.core.budget import BudgetBlock, BudgetBook
 from suanli.core.budget_gate import BudgetGate
@@ -47,15 +49,15 @@ from suanli.core.decisions import (
     Reason,
     Skip,
 )
-from suanli.core.eviction import job_demand, preempt
+from suanli.core.eviction import preempt
 from suanli.core.gang import no_capacity, place_job
 from suanli.core.model import MILLI, Job
-from suanli.core.preemption import PreemptionConfig, Running, capped, no_borrow_class
+from suanli.core.preemption import PreemptionConfig, Running
 from suanli.core.seams import OrderContext, Placement, QueueOrder
 from suanli.core.shapes import ShapeTable
 from suanli.core.shares import Shares
 from suanli.core.tenancy import OverQuota, QuotaBook
-from suanli.core.view import ClusterView
+from suanli.core.view import ClusterView, TaskPlacement
 
 
 @dataclass(slots=True)
@@ -156,7 +158,12 @@ class Scheduler:
         return self._protect_wake
 
     def submit(
-        self, job: Job, now: float | None = None, *, requeued: bool = False
+        self,
+        job: Job,
+        now: float | None = None,
+        *,
+        requeued: bool = False,
+        preempted_at: Sequence[float] = (),
     ) -> Decision | None:
         """Add ``job`` to the pending queue. Job ids must be unique among pending jobs.
 
@@ -164,9 +171,13 @@ class Scheduler:
         its organisation (``TenancySpec.queue_of``; ``SpecError`` if none serves it). With
         budgets, a new job (not ``requeued``) may be refused (``Reject``, not queued) or
         demoted (``Demoted``, queued in its new class); that decision is returned.
+        ``preempted_at``: when the job was preempted before, for a scheduler rebuilt from a
+        store (``restore``); the thrash cap and the restart overhead count them.
         """
         if job.id in self._pending:
             raise ValueError(f"job {job.id} is already pending")
+        if preempted_at:
+            self._preempted_at[job.id] = list(preempted_at)
         told: Decision | None = None
         if self.budget is not None and not requeued:
             queued, told = self.budget.submitted(job, self._now if now is None else now)
@@ -183,7 +194,7 @@ class Scheduler:
         lk = (
             sid,
             group if self.fair else queue,
-            queue >= 0 and self._no_borrow(job) is not None,
+            queue >= 0 and quota_lanes.no_borrow(self, job) is not None,
             self.budget.lane_key(job) if self.budget is not None else 0,
         )
         lane_id = self._lane_ids.get(lk)
@@ -241,9 +252,10 @@ class Scheduler:
         if self.strict or self.backfill is not None:
             self._all = [e for e in self._all if e[1].id != job_id]
             heapq.heapify(self._all)
-        if was_head and shape.active_key == entry[0]:
-            # Its entry in the active heap carries the removed job's key: re-enter the shape
-            # under its new head's key (the old entry turns stale and is skipped).
+        if was_head and shape.active_key is not None:
+            # Its entry in the active heap carries the removed job's key (its plain key, or
+            # with fair sharing its fair key): re-enter the shape under its new head's key
+            # (the old entry turns stale and is skipped).
             shape.active_key = None
             self._activate(shape)
         return True
@@ -296,6 +308,57 @@ class Scheduler:
         )
 
     # ---------------------------------------------------------------- capacity changes
+    def restore(
+        self,
+        job: Job,
+        placement: JobPlacement,
+        started_at: float,
+        *,
+        preempted_at: Sequence[float] = (),
+    ) -> None:
+        """Record ``job`` as running on ``placement`` since ``started_at`` without deciding it:
+        for a control plane that restarts and rebuilds its scheduler from its store. The
+        placement is allocated in the view and charged exactly as an ``Admit`` would have been
+        (quota usage, fair-share usage, budgets' running spend, preemption candidates and
+        backfill's running set), so that the next cycle decides as if the scheduler had never
+        stopped; ``release`` then works on it as on an admitted job. ``preempted_at``: when
+        the job was preempted before (its thrash cap and restart overhead count them). The
+        job is counted by the placement policy as a submitted job is (``observe``).
+
+        With budgets, a job the budget book already holds as running (a book rebuilt from a
+        ledger) is not committed twice. ``ValueError`` (and nothing changed) if the job is
+        pending, already running (as far as the scheduler tracks running jobs: with quotas,
+        fair sharing, preemption or backfill), has a task count outside its gang's range, or
+        the placement does not fit the view (``OvercommitError``)."""
+        jid = job.id
+        if jid in self._pending:
+            raise ValueError(f"job {jid} is pending, not running")
+        if jid in self._running or jid in self._charged or jid in self._shares.of_job:
+            raise ValueError(f"job {jid} is already running")
+        if not job.min_tasks <= len(placement.tasks) <= job.tasks:
+            raise ValueError(
+                f"job {jid}: {len(placement.tasks)} tasks placed, needs "
+                f"{job.min_tasks}..{job.tasks}"
+            )
+        queue = self._queue_index(job) if self.quotas is not None else -1
+        done: list[TaskPlacement] = []
+        try:
+            for tp in placement.tasks:
+                self.view.allocate(tp)
+                done.append(tp)
+        except ValueError:
+            for tp in reversed(done):
+                self.view.release(tp)
+            raise
+        self.placement.observe(job)
+        if preempted_at:
+            self._preempted_at[jid] = list(preempted_at)
+        self._started(
+            job, placement, queue, self._group_of(job, queue) if self.fair else 0, started_at
+        )
+        if self._bf is not None:
+            self._bf.by_end.add(self._running[jid])
+
     def release(
         self, placement: JobPlacement, job_id: str | None = None, now: float | None = None
     ) -> None:
@@ -332,22 +395,7 @@ class Scheduler:
         assert job_id is not None
         queue, demand = self._charged.pop(job_id)
         book.refund(queue, demand)
-        self._wake_blocked(queue)
-
-    def _wake_blocked(self, queue: str) -> None:
-        book = self.quotas
-        assert book is not None
-        # Capacity came back: lanes waiting for room on their allowed models, and lanes over
-        # quota in this queue's cohort, are worth another try.
-        q = book.index[queue]
-        woken = self._blocked.pop(int(book.cohort[q]), set())
-        woken |= self._blocked.pop(-1 - q, set())  # over a limit of this queue's own
-        woken |= self._blocked_room
-        self._blocked_room = set()
-        for lane_id in woken:
-            lane = self._shapes[lane_id]
-            lane.blocked = None
-            self._activate(lane)
+        quota_lanes.wake_blocked(self, queue)
 
     # ---------------------------------------------------------------- the cycle
     def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:
@@ -358,11 +406,14 @@ class Scheduler:
             self._shares.decay(now)
         if self.fair:
             # Shares moved since the heads were pushed: re-key them all (a few per queue).
-            lanes = {
-                lane
-                for key, lane in self._active
-                if self._shapes[lane].active_key == key and self._shapes[lane].heap
-            }
+            lanes = set()
+            for key, lane in self._active:
+                shape = self._shapes[lane]
+                if shape.active_key == key:
+                    if shape.heap:
+                        lanes.add(lane)
+                    else:  # emptied: no entry is left for it, so it holds no key either
+                        shape.active_key = None
             self._active = []
             for lane in sorted(lanes):
                 shape = self._shapes[lane]
@@ -489,35 +540,15 @@ class Scheduler:
             done = preempt(self, job, shape, rng, decision.reason)
             if done is not None:
                 return done
-            if self.preemption.reclaim and shape.queue >= 0 and self._owed_to(job, shape.queue):
+            if (
+                self.preemption.reclaim
+                and shape.queue >= 0
+                and quota_lanes.owed_to(self, job, shape.queue)
+            ):
                 # Waiting within its guarantee: nobody may borrow in its cohort meanwhile.
                 assert self.quotas is not None
                 self._owed.setdefault(int(self.quotas.cohort[shape.queue]), set()).add(shape.lane)
         return decision
-
-    def _owed_to(self, job: Job, queue: int) -> bool:
-        """Whether ``queue`` could take ``job`` within its nominal quota (it is owed room)."""
-        book = self.quotas
-        assert book is not None
-        d = job_demand(job, book)
-        return bool((book.usage[queue] + d <= book.nominal[queue])[d > 0].all())
-
-    def _lender_waiting(self, queue: int) -> str | None:
-        """A queue of ``queue``'s cohort whose head job waits within its nominal quota (so
-        ``queue`` may not borrow now), or None. Stale entries are dropped here."""
-        book = self.quotas
-        assert book is not None
-        lanes = self._owed.get(int(book.cohort[queue]))
-        if not lanes:
-            return None
-        for lane_id in sorted(lanes):
-            lane = self._shapes[lane_id]
-            if lane.queue == queue:
-                continue
-            if lane.heap and self._owed_to(lane.heap[0][1], lane.queue):
-                return book.queues[lane.queue]
-            lanes.discard(lane_id)
-        return None
 
     def _place(self, job: Job, shape: _Shape, rng: np.random.Generator) -> Decision:
         """Admit ``job`` if its shape fits (and its queue's quota allows it), else Skip it; a
@@ -531,9 +562,9 @@ class Scheduler:
         sid = shape.sid
         allowed: np.ndarray | None = None
         if shape.queue >= 0:
-            over, allowed = self._quota(job, shape.queue)
+            over, allowed = quota_lanes.quota(self, job, shape.queue)
             if over is not None:
-                return self._block(job, shape, over)
+                return quota_lanes.block(self, job, shape, over)
         if self.budget is not None:
             held = self.budget.check(job, self._now)
             if held is not None:
@@ -551,7 +582,7 @@ class Scheduler:
                         f"shape of job {job.id} fits but placement failed: {reason}"
                     )
                 assert reason is not None
-                return self._block(job, shape, reason)
+                return quota_lanes.block(self, job, shape, reason)
         else:
             k = None
             if allowed is not None:
@@ -562,7 +593,7 @@ class Scheduler:
                 if allowed is not None:
                     table.track(sid, self.view.fit_counts(job.task, job.tasks))
                     if table.fits(sid):
-                        return self._block(job, shape, reason)
+                        return quota_lanes.block(self, job, shape, reason)
                 else:
                     table.track(sid, k)
                 return Skip(job, reason)
@@ -572,29 +603,7 @@ class Scheduler:
             shape.heap.remove((self._pending[job.id][0], job))
             heapq.heapify(shape.heap)
         del self._pending[job.id]
-        if self.budget is not None:
-            m = int(self.view.node_model[placement.tasks[0].node])
-            self.budget.started(job, self.view.models[m].name if m >= 0 else None, self._now)
-        if shape.queue >= 0:
-            self._charge(job, shape.queue, placement)
-        if self.fair:
-            self._shares.start(job.id, shape.group, placement)
-        if self._track_running:
-            pc = self.ctx.priority_classes.get(job.priority_class)
-            history = self._preempted_at.get(job.id, [])
-            self._add_running(
-                Running(
-                    job,
-                    placement,
-                    shape.queue,
-                    self._now,
-                    self.ctx.priority(job),
-                    pc.preemptible if pc is not None else False,
-                    history,
-                    self.preemption.restart_overhead if self.preemption and history else 0.0,
-                )
-            )
-
+        self._started(job, placement, shape.queue, shape.group, self._now)
         self._waiting[sid] -= 1
         if not self._pending:
             # An empty queue needs no counts at all.
@@ -603,6 +612,35 @@ class Scheduler:
             table.set_idle(sid, True)
         shape.blocked = None
         return Admit(job, placement)
+
+    def _started(
+        self, job: Job, placement: JobPlacement, queue: int, group: int, at: float
+    ) -> None:
+        """Record ``job`` as running on ``placement`` (already on the view) since ``at``: its
+        budgets' running spend, its quota queue's usage, its fair-share group's holdings and,
+        with preemption or backfill, the running set."""
+        if self.budget is not None:
+            m = int(self.view.node_model[placement.tasks[0].node])
+            self.budget.started(job, self.view.models[m].name if m >= 0 else None, at)
+        if queue >= 0:
+            quota_lanes.charge(self, job, queue, placement)
+        if self.fair:
+            self._shares.start(job.id, group, placement)
+        if self._track_running:
+            pc = self.ctx.priority_classes.get(job.priority_class)
+            history = self._preempted_at.get(job.id, [])
+            self._add_running(
+                Running(
+                    job,
+                    placement,
+                    queue,
+                    at,
+                    self.ctx.priority(job),
+                    pc.preemptible if pc is not None else False,
+                    history,
+                    self.preemption.restart_overhead if self.preemption and history else 0.0,
+                )
+            )
 
     def _add_running(self, r: Running) -> None:
         self._running[r.job.id] = r
@@ -660,48 +698,12 @@ class Scheduler:
 
     # ---------------------------------------------------------------- quotas
     def _quota(self, job: Job, queue: int) -> tuple[OverQuota | None, np.ndarray | None]:
-        """Whether ``queue`` can take ``job`` now; with per-model GPU quotas, also the mask of
-        nodes whose GPU model it may use (None: any)."""
-        book = self.quotas
-        assert book is not None
-        name = book.queues[queue]
-        t = job.task
-        n = job.tasks
-        cpu, mem, gpu = n * t.cpu_milli, n * t.memory_mib, n * t.gpu_share_milli if t.gpus else 0
-        nb = self._no_borrow(job)
-        scope = "queue"
-        if nb is None and self._owed:
-            lender = self._lender_waiting(queue)
-            if lender is not None:
-                nb, scope = f"queue {lender} waits for its quota", "cohort"
-        over = book.check(name, book.demand(cpu, mem, gpu, None), nb, scope)
-        if over is not None or not gpu or not book.per_model:
-            return over, None
-        ok: list[str] = []
-        first: OverQuota | None = None
-        for m in self.view.models:
-            if t.gpu_models and m.name not in t.gpu_models:
-                continue
-            o = book.check(name, book.demand(cpu, mem, gpu, m.name), nb, scope)
-            if o is None:
-                ok.append(m.name)
-            elif first is None:
-                first = o
-        if not ok:
-            return first, None
-        return None, self.view.model_ok(frozenset(ok))
+        """``quota_lanes.quota`` (for ``suanli.core.eviction``)."""
+        return quota_lanes.quota(self, job, queue)
 
-    def _no_borrow(self, job: Job) -> str | None:
-        """Why ``job`` may not borrow quota (None: it may): with reclaim on, a job that could
-        not be reclaimed (not preemptible, or at its thrash cap) stays within the nominal."""
-        cfg = self.preemption
-        why = no_borrow_class(job.priority_class, self.ctx.priority_classes, cfg)
-        if why is not None or cfg is None or not cfg.reclaim:
-            return why
-        history = self._preempted_at.get(job.id, ())
-        if capped(history, self._now, cfg):
-            return f"job preempted {len(history)} times, at its cap"
-        return None
+    def _wake_blocked(self, queue: str) -> None:
+        """``quota_lanes.wake_blocked`` (for ``suanli.core.eviction``)."""
+        quota_lanes.wake_blocked(self, queue)
 
     def _settled(self, job_id: str, now: float) -> None:
         """A job ended (or was evicted): settle its cost; budget-blocked lanes look again."""
@@ -722,40 +724,6 @@ class Scheduler:
         self._protect_wake = min(self._protect_wake, why.until)
         self._protect_lanes.add(shape.lane)
         return Skip(job, why)
-
-    def _block(self, job: Job, shape: _Shape, why: OverQuota | NoCapacity) -> Skip:
-        """Skip ``job``: its lane waits for a release (in its cohort, for a quota)."""
-        book = self.quotas
-        assert book is not None
-        shape.blocked = why
-        shape.skipped = job.id
-        if isinstance(why, OverQuota):
-            # Woken by a release in its cohort, or (a limit of its own) in its queue only.
-            key = -1 - shape.queue if why.scope == "queue" else int(book.cohort[shape.queue])
-            self._blocked.setdefault(key, set()).add(shape.lane)
-            history = self._preempted_at.get(job.id)
-            cfg = self.preemption
-            if history and cfg is not None and capped(history, self._now, cfg):
-                # Kept from borrowing by its thrash cap: look again when the cap lifts.
-                lifts = history[max(0, len(history) - cfg.max_preemptions)] + cfg.window
-                self._protect_wake = min(self._protect_wake, lifts)
-                self._protect_lanes.add(shape.lane)
-        else:
-            self._blocked_room.add(shape.lane)
-        return Skip(job, why)
-
-    def _charge(self, job: Job, queue: int, placement: JobPlacement) -> None:
-        book = self.quotas
-        assert book is not None
-        view = self.view
-        name = book.queues[queue]
-        total = np.zeros(len(book.resources))
-        for tp in placement.tasks:
-            m = int(view.node_model[tp.node])
-            model = view.models[m].name if m >= 0 else None
-            total += book.demand(tp.cpu_milli, tp.memory_mib, tp.gpu_milli * len(tp.gpus), model)
-        book.charge(name, total)
-        self._charged[job.id] = (name, total)
 
     # ---------------------------------------------------------------- helpers
     def _wake(self) -> None:
