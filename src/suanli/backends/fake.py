@@ -119,6 +119,19 @@ class FakeBackend:
         exits.sort(key=_order)
         return exits
 
+    def next_exit_at(self) -> float | None:
+        """When the next tracked task ends by itself (None: none will), for a driver that
+        advances a fake clock from event to event."""
+        ends = [
+            natural.finished_at
+            for key in self._tracked
+            if (task := self._world[key]).stopped is None
+            and (natural := task.natural_exit()) is not None
+        ]
+        stopped = [self._world[k].stopped for k in self._tracked if self._world[k].stopped]
+        ends += [x.finished_at for x in stopped if x is not None]
+        return min(ends, default=None)
+
     def stop(self, handle: Handle, outcome: Outcome) -> None:
         """End the task now with ``outcome``; reported by the next poll. No-op if it ended."""
         if outcome not in STOP_OUTCOMES:
@@ -164,6 +177,11 @@ class FakeBackend:
     def running(self) -> list[Handle]:
         """Tracked tasks whose end has not been reported yet, in launch/adoption order."""
         return [self._world[key].handle for key in self._tracked]
+
+    def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
+        """The handle of a task launched (on this fake world) earlier, if any."""
+        found = self._world.get((job_id, attempt, task))
+        return None if found is None else found.handle
 
     def log_paths(self, handle: Handle) -> tuple[Path, Path]:
         """Where the logs would be; the fake writes none."""

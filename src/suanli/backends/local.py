@@ -41,6 +41,7 @@ from suanli.backends.base import (
 from suanli.backends.shim import (
     EXIT_FILE,
     FORWARDED,
+    HANDLE_FILE,
     SHIM_LOG,
     SPEC_FILE,
     STDERR_LOG,
@@ -95,6 +96,11 @@ class LocalBackend:
     def run_dir_for(self, job_id: str, attempt: int, task: int) -> Path:
         """The directory of one task's files."""
         return self.root / job_dir_name(job_id) / str(attempt) / str(task)
+
+    def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
+        """The handle written when the task was launched, if it was (see ``Backend.find``)."""
+        record = read_json(self.run_dir_for(job_id, attempt, task) / HANDLE_FILE)
+        return None if record is None else Handle.from_json(record)
 
     def log_paths(self, handle: Handle) -> tuple[Path, Path]:
         run_dir = Path(handle.run_dir)
@@ -169,6 +175,9 @@ class LocalBackend:
             process.wait()
             raise RuntimeError(f"cannot read /proc/{process.pid}/stat for the new shim")
         handle = Handle(spec.job_id, spec.attempt, spec.task, process.pid, stat[2], str(run_dir))
+        # Written as soon as the shim exists: a control plane that dies before it records
+        # the handle finds the task again with ``find``.
+        write_json_atomic(run_dir / HANDLE_FILE, handle.to_json())
         with self._lock:
             self._tasks[key] = _Tracked(handle, process)
         return handle

@@ -20,6 +20,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("suanli.cli.bench", "bench_app"),
     "bill": ("suanli.cli.bill", "bill_app"),
     "budget": ("suanli.cli.budget", "budget_app"),
+    "serve": ("suanli.cli.serve", "serve_command"),
+    "submit": ("suanli.cli.client", "submit_command"),
+    "queue": ("suanli.cli.client", "queue_command"),
+    "show": ("suanli.cli.client", "show_command"),
+    "cancel": ("suanli.cli.client", "cancel_command"),
+    "logs": ("suanli.cli.client", "logs_command"),
+    "nodes": ("suanli.cli.client", "nodes_command"),
+    "usage": ("suanli.cli.client", "usage_command"),
+    "token": ("suanli.cli.client_tokens", "token_app"),
 }
 """Each command's module and attribute: a command function or a ``typer.Typer`` group.
 

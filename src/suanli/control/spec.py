@@ -71,7 +71,7 @@ Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 class JobSpec(BaseModel):
     """A job as submitted (see the module docstring for the fields)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     name: Annotated[str, Field(max_length=MAX_NAME)] = ""
     command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)]

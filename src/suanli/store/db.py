@@ -18,9 +18,10 @@ writes never fails half-way because another writer got in between.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,12 @@ class Store:
     """
 
     engine: Engine
+    writers: threading.RLock | None = field(default=None, compare=False)
+    """SQLite only: held for every write transaction of this process. SQLite has one writer
+    at a time; threads of one process (an API's workers, the scheduler loop) queue here,
+    in order and at once, instead of in SQLite's busy handler, which sleeps between retries
+    (up to 100 ms each) and, under a burst of concurrent writes, serves them slowly. Writers
+    in other processes still wait through the busy timeout."""
 
     @property
     def dialect(self) -> str:
@@ -73,10 +80,11 @@ class Store:
     @contextmanager
     def begin(self) -> Iterator[Connection]:
         """A write transaction: committed when the block ends, rolled back on an exception."""
-        with self.engine.connect() as conn:
-            conn = conn.execution_options(suanli_write=True)
-            with conn.begin():
-                yield conn
+        with self.writers if self.writers is not None else nullcontext():
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(suanli_write=True)
+                with conn.begin():
+                    yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -260,4 +268,4 @@ def open_store(target: str | os.PathLike[str] | None = None, *, migrate: bool = 
     except BaseException:
         engine.dispose()
         raise
-    return Store(engine)
+    return Store(engine, threading.RLock() if engine.dialect.name == "sqlite" else None)

@@ -19,7 +19,6 @@ transaction per call) or a connection inside the caller's transaction.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +141,18 @@ def _attempt(row: Any) -> AttemptRecord:
 # --- submissions and states ---------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A submission, as validated by the API: what ``submit_jobs`` stores."""
+
+    spec: dict[str, Any]
+    tenant: str
+    user: str
+    name: str
+    queue: str
+    priority_class: str
+
+
 def submit_job(
     target: Target,
     *,
@@ -154,30 +165,80 @@ def submit_job(
     now_ms: int,
 ) -> JobRecord:
     """Store a new pending job and its ``submitted`` event; returns it (with its id)."""
+    new = NewJob(spec, tenant, user, name, queue, priority_class)
+    return submit_jobs(target, [new], now_ms)[0]
+
+
+def submit_jobs(target: Target, new: Sequence[NewJob], now_ms: int) -> list[JobRecord]:
+    """Store new pending jobs, each with its ``submitted`` event, in one transaction (two
+    statements, whatever their number); returns them in order, with their ids. Ids are
+    submission numbers: taken from the table's sequence on PostgreSQL, and after the
+    largest one on SQLite (inside the write transaction, which excludes other writers)."""
+    if not new:
+        return []
     with writing(target) as conn:
-        seq = conn.execute(
-            sa.insert(jobs)
-            .values(
-                id=f"new-{uuid.uuid4().hex}",  # replaced by the number just below
-                tenant=tenant,
-                user_name=user,
-                name=name,
-                queue=queue,
-                priority_class=priority_class,
-                spec=json.dumps(spec, sort_keys=True, separators=(",", ":")),
-                state="pending",
-                attempts=0,
-                cancel_requested=False,
-                submitted_ms=now_ms,
-                updated_ms=now_ms,
-            )
-            .returning(jobs.c.seq)
-        ).scalar_one()
-        job_id = str(seq)
-        conn.execute(sa.update(jobs).where(jobs.c.seq == seq).values(id=job_id))
-        add_event(conn, job_id, now_ms, "submitted", f"by {user} to queue {queue}")
-        row = conn.execute(sa.select(jobs).where(jobs.c.seq == seq)).one()
-    return _job(row)
+        seqs = _next_seqs(conn, len(new))
+        rows = [
+            {
+                "seq": seq,
+                "id": str(seq),
+                "tenant": n.tenant,
+                "user_name": n.user,
+                "name": n.name,
+                "queue": n.queue,
+                "priority_class": n.priority_class,
+                "spec": json.dumps(n.spec, sort_keys=True, separators=(",", ":")),
+                "state": "pending",
+                "attempts": 0,
+                "cancel_requested": False,
+                "submitted_ms": now_ms,
+                "updated_ms": now_ms,
+            }
+            for seq, n in zip(seqs, new, strict=True)
+        ]
+        conn.execute(sa.insert(jobs), rows)
+        conn.execute(
+            sa.insert(job_events),
+            [
+                {
+                    "job_id": r["id"],
+                    "at_ms": now_ms,
+                    "kind": "submitted",
+                    "detail": f"by {r['user_name']} to queue {r['queue']}",
+                }
+                for r in rows
+            ],
+        )
+    return [
+        JobRecord(
+            seq=seq,
+            id=str(seq),
+            tenant=n.tenant,
+            user=n.user,
+            name=n.name,
+            queue=n.queue,
+            priority_class=n.priority_class,
+            spec=n.spec,
+            state="pending",
+            reason=None,
+            attempts=0,
+            cancel_requested=False,
+            exit_code=None,
+            submitted_ms=now_ms,
+            updated_ms=now_ms,
+        )
+        for seq, n in zip(seqs, new, strict=True)
+    ]
+
+
+def _next_seqs(conn: Any, n: int) -> list[int]:
+    if conn.dialect.name == "postgresql":
+        q = sa.text(
+            "SELECT nextval(pg_get_serial_sequence('jobs', 'seq')) FROM generate_series(1, :n)"
+        )
+        return sorted(int(v) for v in conn.execute(q, {"n": n}).scalars())
+    last = conn.execute(sa.select(sa.func.max(jobs.c.seq))).scalar() or 0
+    return list(range(int(last) + 1, int(last) + 1 + n))
 
 
 def get_job(target: Target, job_id: str, *, tenant: str | None = None) -> JobRecord | None:
@@ -418,6 +479,13 @@ def end_attempt(
                 detail=detail,
             )
         )
+        release_claims(c, job_id, attempt)
+
+
+def release_claims(conn: Target, job_id: str, attempt: int) -> None:
+    """Give back the GPU shares of attempt ``attempt`` of ``job_id`` while its processes
+    may still be stopping (a preemption hands them to another job at once)."""
+    with writing(conn) as c:
         c.execute(
             sa.delete(gpu_claims).where(
                 gpu_claims.c.job_id == job_id, gpu_claims.c.attempt == attempt

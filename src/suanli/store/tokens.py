@@ -15,6 +15,9 @@ import hashlib
 import hmac
 import re
 import secrets
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -156,3 +159,49 @@ def revoke_token(target: Target, token_id: int, now_ms: int) -> bool:
             .values(revoked_ms=now_ms)
         ).rowcount
     return bool(n)
+
+
+class TokenCache:
+    """``authenticate`` with the answers for known tokens kept ``ttl_s`` seconds.
+
+    Every API request authenticates; this saves the store a read per request. A token
+    revoked by this process is forgotten at once (``forget_all``); one revoked by another
+    process sharing the database stops working within ``ttl_s``. Unknown tokens are not
+    cached (each costs a lookup), and the cache holds at most ``max_entries``.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        ttl_s: float = 2.0,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.target = target
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self.clock = clock
+        self._known: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+
+    def authenticate(self, token: str) -> Principal | None:
+        key = hash_token(token)
+        now = self.clock()
+        with self._lock:
+            hit = self._known.get(key)
+        if hit is not None and now < hit[0]:
+            return hit[1]
+        who = authenticate(self.target, token)
+        with self._lock:
+            if who is None:
+                self._known.pop(key, None)
+            else:
+                if len(self._known) >= self.max_entries:
+                    self._known.clear()
+                self._known[key] = (now + self.ttl_s, who)
+        return who
+
+    def forget_all(self) -> None:
+        with self._lock:
+            self._known.clear()

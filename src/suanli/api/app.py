@@ -1,0 +1,465 @@
+"""The control plane's HTTP API (``suanli serve``): jobs, queues, nodes, usage and tokens.
+
+``create_app`` builds a FastAPI app over an open store. Every endpoint but ``/healthz`` (and
+``/metrics`` when ``metrics_public``) needs ``Authorization: Bearer <token>``; a missing,
+unknown or revoked token is 401 with ``WWW-Authenticate: Bearer``.
+
+Tenant isolation: a job of another tenant is answered exactly as a job that does not exist
+(404, same body) by get, cancel and logs, and lists never show it. Store calls are
+synchronous, so the endpoints are plain functions (FastAPI runs them in its threadpool).
+Errors have one JSON shape (``suanli.api.errors``); the body limit and request counting are
+in ``suanli.api.middleware``.
+"""
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, Query, Response, Security
+from fastapi import Path as PathParam
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+import suanli
+from suanli.api import schemas as s
+from suanli.api.batch import SubmitBatcher
+from suanli.api.errors import ApiError, install, invalid
+from suanli.api.logs import read_range, tail_offset
+from suanli.api.middleware import Guard
+from suanli.control.metrics import ControlMetrics
+from suanli.control.spec import JobSpec
+from suanli.store import Store
+from suanli.store import jobs as js
+from suanli.store import tokens as tk
+from suanli.store.ledger import DIMENSIONS, totals
+from suanli.store.schema import JOB_STATES
+
+LogFile = Callable[[str, int, int, str], Path | None]
+"""``log_file(job_id, attempt, task, stream)``: where that log is, or None."""
+
+MAX_ID = 2**63 - 1
+MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+MAX_LOG_LINES = 1_000_000
+LIVE_STATES = ("pending", "admitted", "running")
+LOG_SIZE_HEADER = "X-Suanli-Log-Size"
+"""The log response's end offset in the file: the ``offset`` to ask for next (``--follow``)."""
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorBody, "description": what}
+    for code, what in (
+        (400, "The store refused the request"),
+        (401, "No valid token"),
+        (403, "Not allowed to this token"),
+        (404, "Not found (or another tenant's)"),
+        (413, "Request body too large"),
+        (422, "Invalid input"),
+    )
+}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def _text_ok(value: str) -> bool:
+    """Whether the database can store ``value``: no NUL and valid UTF-8 (no lone
+    surrogates), which PostgreSQL and the drivers refuse."""
+    if "\0" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _bad_strings(value: Any, path: str) -> Iterable[s.ErrorField]:
+    """The fields of a spec (as JSON data) holding text the database cannot store."""
+    if isinstance(value, str):
+        if not _text_ok(value):
+            yield s.ErrorField(field=path, problem="must not contain NUL or invalid characters")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            key = f"{path}.{k}" if path else str(k)
+            if not _text_ok(str(k)):
+                yield s.ErrorField(field=path or "body", problem="invalid key")
+            else:
+                yield from _bad_strings(v, key)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _bad_strings(v, f"{path}.{i}")
+
+
+def _parse_time(name: str, value: str | None) -> int | None:
+    """``since``/``until``: epoch milliseconds, or an ISO 8601 date or time (UTC unless it
+    says otherwise)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit() and len(text) <= 15:
+        ms = int(text)
+    else:
+        try:
+            t = datetime.fromisoformat(text)
+        except ValueError:
+            t = None
+        if t is None:
+            raise ApiError(
+                422,
+                f"invalid request: {name}: epoch milliseconds or an ISO 8601 date/time",
+                fields=[s.ErrorField(field=name, problem="epoch ms or ISO 8601 date/time")],
+            )
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        ms = int(t.timestamp() * 1000)
+    if not 0 <= ms <= MAX_MS:
+        raise ApiError(
+            422,
+            f"invalid request: {name}: out of range",
+            fields=[s.ErrorField(field=name, problem="out of range")],
+        )
+    return ms
+
+
+DEFAULT_TENANT = "default"
+"""The tenant of an admin's submission that names none."""
+
+
+def create_app(
+    store: Store,
+    *,
+    metrics: ControlMetrics,
+    log_file: LogFile,
+    wake: Callable[[], None] = lambda: None,
+    queues: Callable[[], list[dict[str, Any]]] = lambda: [],
+    clock_ms: Callable[[], int] = now_ms,
+    max_body_bytes: int = 1_048_576,
+    metrics_public: bool = False,
+) -> FastAPI:
+    """The API over ``store`` (see the module docstring and ``docs`` for the endpoints)."""
+    app = FastAPI(
+        title="suanli",
+        version=suanli.__version__,
+        description="The suanli control plane: submit, watch and cancel GPU jobs.",
+        responses=_ERRORS,
+    )
+    install(app)
+    submissions = SubmitBatcher(store, clock_ms)
+    app.state.submissions = submissions  # closed with the server (see cli.serve)
+    bearer = HTTPBearer(auto_error=False, description="An API token (suanli token create)")
+    known_tokens = tk.TokenCache(store)
+
+    def principal(
+        creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
+    ) -> tk.Principal:
+        if creds is None:
+            raise _unauthorized("missing token: send Authorization: Bearer <token>")
+        who = known_tokens.authenticate(creds.credentials)
+        if who is None:
+            raise _unauthorized("invalid or revoked token")
+        return who
+
+    Who = Annotated[tk.Principal, Depends(principal)]
+    JobId = Annotated[str, PathParam(max_length=200)]
+
+    def visible_job(who: tk.Principal, job_id: str) -> js.JobRecord:
+        """The job, if ``who`` may see it; else 404, the same as for no such job."""
+        job = None
+        if _text_ok(job_id):
+            job = js.get_job(store, job_id, tenant=None if who.admin else who.tenant)
+        if job is None:
+            raise ApiError(404, f"no job {job_id!r}")
+        return job
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    @app.post("/v1/jobs", status_code=201, tags=["jobs"])
+    def submit(spec: JobSpec, who: Who) -> s.JobOut:
+        """Submit a job. ``tenant`` defaults to the token's (an admin must give it);
+        ``queue`` to the tenant."""
+        data = spec.model_dump(mode="json")
+        bad = list(_bad_strings(data, ""))
+        if bad:
+            raise ApiError(422, invalid(bad), fields=bad)
+        try:
+            spec.task_request()
+        except ValueError as e:
+            raise ApiError(422, f"invalid request: {e}") from None
+        # An admin token has no tenant of its own: its jobs go to DEFAULT_TENANT unless the
+        # spec names one.
+        tenant = spec.tenant or who.tenant or DEFAULT_TENANT
+        if not who.sees(tenant):
+            raise ApiError(403, f"this token may not submit for tenant {tenant!r}")
+        queue = spec.queue or tenant
+        data.update(tenant=tenant, queue=queue)
+        name = spec.name or os.path.basename(spec.command[0])[:200] or "job"
+        job = submissions.submit(
+            js.NewJob(data, tenant, who.user, name, queue, spec.priority_class)
+        )
+        wake()
+        return s.job_out(job)
+
+    @app.get("/v1/jobs", tags=["jobs"])
+    def list_jobs(
+        who: Who,
+        state: Annotated[list[str] | None, Query(description="state(s), repeated or a,b")] = None,
+        queue: Annotated[str | None, Query(max_length=200)] = None,
+        user: Annotated[str | None, Query(max_length=200)] = None,
+        tenant: Annotated[str | None, Query(max_length=200)] = None,
+        after: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$")] = None,
+        limit: Annotated[int, Query(ge=1, le=js.MAX_PAGE)] = 100,
+    ) -> s.JobPage:
+        """Jobs in submission order, a page at a time (``next``: the ``after`` of the next
+        page, null on the last). Non-admins see their tenant's jobs only."""
+        states = [x.strip() for v in state or () for x in v.split(",") if x.strip()]
+        unknown = sorted({x for x in states if x not in JOB_STATES})
+        if unknown:
+            raise ApiError(
+                400, f"unknown state(s) {', '.join(map(repr, unknown))}: choose from "
+                f"{', '.join(JOB_STATES)}"
+            )  # fmt: skip
+        for name, value in (("queue", queue), ("user", user), ("tenant", tenant)):
+            if value is not None and not _text_ok(value):
+                field = s.ErrorField(field=name, problem="must not contain NUL characters")
+                raise ApiError(422, invalid([field]), fields=[field])
+        if not who.admin:
+            if tenant is not None and tenant != who.tenant:
+                return s.JobPage(jobs=[], next=None)
+            tenant = who.tenant
+        page = js.list_jobs(
+            store,
+            tenant=tenant,
+            states=states,
+            queue=queue,
+            user=user,
+            after=None if after is None else int(after),
+            limit=limit,
+        )
+        nxt = str(page[-1].seq) if len(page) == limit else None
+        return s.JobPage(jobs=[s.job_out(j) for j in page], next=nxt)
+
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"])
+    def get_job(job_id: JobId, who: Who) -> s.JobDetail:
+        """The job, its attempts and its history."""
+        job = visible_job(who, job_id)
+        return s.JobDetail(
+            job=s.job_out(job),
+            attempts=[s.attempt_out(a) for a in js.job_attempts(store, job.id)],
+            history=[s.event_out(e) for e in js.job_history(store, job.id)],
+        )
+
+    @app.post("/v1/jobs/{job_id}/cancel", status_code=202, tags=["jobs"])
+    def cancel(job_id: JobId, who: Who) -> s.JobOut:
+        """Ask for the job to be cancelled (the scheduler carries it out). A user cancels
+        its own jobs, a tenant admin its tenant's."""
+        job = visible_job(who, job_id)
+        if not who.may_cancel(job.tenant, job.user):
+            raise ApiError(403, f"job {job.id} is {job.user}'s: this token may not cancel it")
+        try:
+            job = js.request_cancel(store, job.id, clock_ms(), who.user)
+        except js.JobStoreError:
+            raise ApiError(404, f"no job {job_id!r}") from None
+        wake()
+        return s.job_out(job)
+
+    @app.get(
+        "/v1/jobs/{job_id}/logs",
+        tags=["jobs"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
+    def logs(
+        job_id: JobId,
+        who: Who,
+        attempt: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+        task: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+        stream: Literal["stdout", "stderr"] = "stdout",
+        tail: Annotated[int | None, Query(ge=0, le=MAX_LOG_LINES)] = None,
+        offset: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    ) -> Response:
+        """A task's log (default: task 0 of the latest attempt, stdout): all of it, its
+        last ``tail`` lines, or from byte ``offset`` on. The ``X-Suanli-Log-Size`` header
+        is where the text sent ends: the ``offset`` to ask for next."""
+        job = visible_job(who, job_id)
+        if tail is not None and offset is not None:
+            raise ApiError(400, "give tail or offset, not both")
+        n = attempt if attempt is not None else job.attempts
+        if n < 1 or n > job.attempts:
+            raise ApiError(404, f"job {job.id} has no attempt {n}")
+        path = log_file(job.id, n, task, stream)
+        try:
+            size = path.stat().st_size if path is not None else -1
+        except OSError:
+            size = -1
+        if path is None or size < 0:
+            raise ApiError(404, f"no {stream} log for task {task} of attempt {n} of job {job.id}")
+        if offset is not None:
+            start = min(offset, size)
+        elif tail is not None:
+            start = tail_offset(path, tail, size)
+        else:
+            start = 0
+        return StreamingResponse(
+            read_range(path, start, size),
+            media_type="text/plain; charset=utf-8",
+            headers={LOG_SIZE_HEADER: str(size)},
+        )
+
+    # --- cluster ---------------------------------------------------------------------------
+
+    @app.get("/v1/queues", tags=["cluster"])
+    def list_queues(who: Who) -> s.QueueList:
+        """The queues (quotas and usage), each with its pending and running jobs (running:
+        admitted or running). Non-admins see the queues that serve their tenant."""
+        counts = js.job_counts(store)
+        out = []
+        for q in queues():
+            if not who.admin and who.tenant not in q.get("tenants", ()):
+                continue
+            name = str(q.get("name"))
+            pending = counts.get(("pending", name), 0)
+            running = sum(counts.get((st, name), 0) for st in ("admitted", "running"))
+            out.append({**q, "jobs": {"pending": pending, "running": running}})
+        return s.QueueList(queues=out)
+
+    @app.get("/v1/nodes", tags=["cluster"])
+    def list_nodes(who: Who) -> s.NodeList:
+        """The nodes and their GPUs (``used_milli``: thousandths of each GPU claimed)."""
+        return s.NodeList(nodes=[s.node_out(n, g) for n, g in js.list_nodes(store)])
+
+    @app.get("/v1/usage", tags=["cluster"])
+    def usage(
+        who: Who,
+        by: Annotated[list[str] | None, Query(description=f"of {', '.join(DIMENSIONS)}")] = None,
+        since: Annotated[str | None, Query(max_length=64)] = None,
+        until: Annotated[str | None, Query(max_length=64)] = None,
+    ) -> s.UsageOut:
+        """Ledger totals grouped ``by`` (default: queue and resource, so that quantities are
+        in one unit: GPU-hours, core-hours, GiB-hours) over charges starting in
+        ``[since, until)`` (epoch ms or ISO 8601). Non-admins see their tenant's only."""
+        chosen = by or ["queue", "resource"]
+        dims = list(dict.fromkeys(x.strip() for v in chosen for x in v.split(",")))
+        unknown = [d for d in dims if d not in DIMENSIONS]
+        if unknown:
+            field = s.ErrorField(field="by", problem=f"choose from {', '.join(DIMENSIONS)}")
+            raise ApiError(422, invalid([field]), fields=[field])
+        since_ms, until_ms = _parse_time("since", since), _parse_time("until", until)
+        if who.admin:
+            rows = totals(store, dims, since_ms=since_ms, until_ms=until_ms)
+            return s.UsageOut(by=dims, totals=[s.usage_row(dims, t) for t in rows])
+        asked = "department" in dims
+        query = dims if asked else ["department", *dims]
+        at = query.index("department")
+        rows = [
+            t
+            for t in totals(store, query, since_ms=since_ms, until_ms=until_ms)
+            if t.group[at] == who.tenant
+        ]
+        if not asked:
+            rows = [
+                type(t)(t.group[1:], t.currency, t.amount, t.quantity, t.raw, t.entries)
+                for t in rows
+            ]
+        return s.UsageOut(by=dims, totals=[s.usage_row(dims, t) for t in rows])
+
+    @app.get("/v1/whoami", tags=["tokens"])
+    def whoami(who: Who) -> s.WhoAmI:
+        """The token's name, role, tenant and user."""
+        return s.whoami(who)
+
+    # --- tokens ----------------------------------------------------------------------------
+
+    @app.post("/v1/tokens", status_code=201, tags=["tokens"])
+    def create_token(body: s.TokenCreate, who: Who) -> s.TokenCreated:
+        """Make a token (its secret is in this answer only). An admin makes any; a tenant
+        admin makes user and tenant-admin tokens of its own tenant; a user none."""
+        tenant = body.tenant
+        if not who.admin:
+            if who.role != "tenant-admin":
+                raise ApiError(403, "only admins and tenant admins make tokens")
+            if body.role == "admin":
+                raise ApiError(403, "a tenant admin may not make admin tokens")
+            if tenant is not None and tenant != who.tenant:
+                raise ApiError(403, "a tenant admin makes tokens of its own tenant only")
+            tenant = who.tenant
+        elif body.role == "admin":
+            tenant = None
+        secret, info = tk.create_token(
+            store, name=body.name, role=body.role, tenant=tenant, user=body.user,
+            now_ms=clock_ms(),
+        )  # fmt: skip
+        return s.TokenCreated(token=secret, **s.token_out(info).model_dump())
+
+    def _tokens_of(who: tk.Principal) -> list[tk.TokenInfo]:
+        if who.admin:
+            return tk.list_tokens(store)
+        if who.role == "tenant-admin":
+            return tk.list_tokens(store, who.tenant)
+        raise ApiError(403, "only admins and tenant admins list tokens")
+
+    @app.get("/v1/tokens", tags=["tokens"])
+    def list_tokens(who: Who) -> s.TokenList:
+        """Tokens (never their secrets): all for an admin, its tenant's for a tenant admin."""
+        return s.TokenList(tokens=[s.token_out(t) for t in _tokens_of(who)])
+
+    @app.delete("/v1/tokens/{token_id}", tags=["tokens"])
+    def revoke_token(token_id: Annotated[int, PathParam(ge=1, le=MAX_ID)], who: Who) -> s.TokenOut:
+        """Revoke a token (again: no change). Admins any, tenant admins their tenant's,
+        anyone its own."""
+        if who.token_id == token_id:
+            mine = [t for t in tk.list_tokens(store, who.tenant) if t.id == token_id]
+        else:
+            mine = [t for t in _tokens_of(who) if t.id == token_id]
+        if not mine:
+            raise ApiError(404, f"no token {token_id}")
+        tk.revoke_token(store, token_id, clock_ms())
+        known_tokens.forget_all()
+        info = next(t for t in tk.list_tokens(store, mine[0].tenant) if t.id == token_id)
+        return s.token_out(info)
+
+    # --- operations ------------------------------------------------------------------------
+
+    def scrape() -> Response:
+        metrics.set_jobs(js.job_counts(store))
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    text_200: dict[int | str, dict[str, Any]] = {
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}}
+    }
+    if metrics_public:
+
+        @app.get("/metrics", tags=["operations"], response_class=Response, responses=text_200)
+        def metrics_open() -> Response:
+            """Prometheus metrics."""
+            return scrape()
+
+    else:
+
+        @app.get("/metrics", tags=["operations"], response_class=Response, responses=text_200)
+        def metrics_private(who: Who) -> Response:
+            """Prometheus metrics (any valid token)."""
+            return scrape()
+
+    @app.get("/healthz", tags=["operations"])
+    def healthz() -> s.Health:
+        """Whether the API and its store answer (no token needed)."""
+        try:
+            with store.read() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        except sa.exc.SQLAlchemyError as e:
+            raise ApiError(503, f"store unavailable: {type(e).__name__}") from None
+        return s.Health(status="ok")
+
+    app.add_middleware(
+        Guard, metrics=metrics, routes=app.router.routes, max_body_bytes=max_body_bytes
+    )
+    return app

@@ -1,0 +1,254 @@
+"""The API's JSON: response models (for the OpenAPI document) and their builders.
+
+Times are ISO 8601 UTC strings with milliseconds (``2025-11-24T16:00:00.000Z``); the store
+keeps epoch milliseconds. Money and priced quantities are decimal strings (exact).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from suanli.store.jobs import AttemptRecord, GpuRow, JobEvent, JobRecord, NodeRow
+from suanli.store.ledger import Total
+from suanli.store.tokens import Principal, TokenInfo
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@/-]{0,199}$"
+"""Names of tokens, users and tenants (as ``suanli.store.tokens`` checks them)."""
+
+
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as an ISO 8601 UTC string (None stays None)."""
+    if ms is None:
+        return None
+    t = datetime.fromtimestamp(ms / 1000, UTC)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ErrorField(BaseModel):
+    field: str
+    problem: str
+
+
+class ErrorBody(BaseModel):
+    """Every error's body: one line, and for invalid input the fields at fault."""
+
+    error: str
+    fields: list[ErrorField] = Field(default_factory=list)
+
+
+class JobOut(BaseModel):
+    id: str
+    name: str
+    tenant: str
+    user: str
+    queue: str
+    priority_class: str
+    state: str
+    reason: str | None
+    attempts: int
+    cancel_requested: bool
+    exit_code: int | None
+    submitted_at: str
+    updated_at: str
+    spec: dict[str, Any]
+
+
+class AttemptOut(BaseModel):
+    attempt: int
+    state: str
+    placement: list[dict[str, Any]]
+    admitted_at: str
+    started_at: str | None
+    ended_at: str | None
+    outcome: str | None
+    exit_code: int | None
+    detail: str | None
+
+
+class EventOut(BaseModel):
+    at: str
+    kind: str
+    detail: str
+
+
+class JobDetail(BaseModel):
+    """``GET /v1/jobs/{id}``: the job, its attempts and its history."""
+
+    job: JobOut
+    attempts: list[AttemptOut]
+    history: list[EventOut]
+
+
+class JobPage(BaseModel):
+    jobs: list[JobOut]
+    next: str | None
+    """The cursor of the next page (pass as ``after``), or null on the last page."""
+
+
+class GpuOut(BaseModel):
+    idx: int
+    model: str
+    uuid: str
+    memory_mib: int
+    used_milli: int
+
+
+class NodeOut(BaseModel):
+    name: str
+    gpu_count: int
+    gpu_model: str | None
+    gpu_memory_mib: int
+    cpu_milli: int
+    memory_mib: int
+    healthy: bool
+    source: str
+    gpus: list[GpuOut]
+
+
+class NodeList(BaseModel):
+    nodes: list[NodeOut]
+
+
+class QueueList(BaseModel):
+    queues: list[dict[str, Any]]
+
+
+class UsageRow(BaseModel):
+    group: dict[str, str]
+    currency: str
+    amount: str
+    quantity: str
+    raw: int
+    entries: int
+
+
+class UsageOut(BaseModel):
+    by: list[str]
+    totals: list[UsageRow]
+
+
+class WhoAmI(BaseModel):
+    token_id: int
+    name: str
+    role: str
+    tenant: str | None
+    user: str
+
+
+class TokenCreate(BaseModel):
+    """``POST /v1/tokens``: the token to make (``tenant`` defaults to the caller's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    role: Literal["admin", "tenant-admin", "user"] = "user"
+    tenant: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
+    user: Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    role: str
+    tenant: str | None
+    user: str
+    created_at: str
+    revoked_at: str | None
+
+
+class TokenCreated(TokenOut):
+    token: str
+    """The secret, shown this once."""
+
+
+class TokenList(BaseModel):
+    tokens: list[TokenOut]
+
+
+class Health(BaseModel):
+    status: str
+
+
+# --- builders ------------------------------------------------------------------------------
+
+
+def job_out(j: JobRecord) -> JobOut:
+    return JobOut(
+        id=j.id,
+        name=j.name,
+        tenant=j.tenant,
+        user=j.user,
+        queue=j.queue,
+        priority_class=j.priority_class,
+        state=j.state,
+        reason=j.reason,
+        attempts=j.attempts,
+        cancel_requested=j.cancel_requested,
+        exit_code=j.exit_code,
+        submitted_at=iso(j.submitted_ms) or "",
+        updated_at=iso(j.updated_ms) or "",
+        spec=j.spec,
+    )
+
+
+def attempt_out(a: AttemptRecord) -> AttemptOut:
+    return AttemptOut(
+        attempt=a.attempt,
+        state=a.state,
+        placement=a.placement,
+        admitted_at=iso(a.admitted_ms) or "",
+        started_at=iso(a.started_ms),
+        ended_at=iso(a.ended_ms),
+        outcome=a.outcome,
+        exit_code=a.exit_code,
+        detail=a.detail,
+    )
+
+
+def event_out(e: JobEvent) -> EventOut:
+    return EventOut(at=iso(e.at_ms) or "", kind=e.kind, detail=e.detail)
+
+
+def node_out(n: NodeRow, gpus: list[GpuRow]) -> NodeOut:
+    return NodeOut(
+        name=n.name,
+        gpu_count=n.gpus,
+        gpu_model=n.gpu_model,
+        gpu_memory_mib=n.gpu_memory_mib,
+        cpu_milli=n.cpu_milli,
+        memory_mib=n.memory_mib,
+        healthy=n.healthy,
+        source=n.source,
+        gpus=[GpuOut(idx=g.idx, model=g.model, uuid=g.uuid, memory_mib=g.memory_mib,
+                     used_milli=g.used_milli) for g in gpus],
+    )  # fmt: skip
+
+
+def token_out(t: TokenInfo) -> TokenOut:
+    return TokenOut(
+        id=t.id,
+        name=t.name,
+        role=t.role,
+        tenant=t.tenant,
+        user=t.user,
+        created_at=iso(t.created_ms) or "",
+        revoked_at=iso(t.revoked_ms),
+    )
+
+
+def usage_row(by: list[str], t: Total) -> UsageRow:
+    return UsageRow(
+        group=dict(zip(by, t.group, strict=True)),
+        currency=t.currency,
+        amount=str(t.amount),
+        quantity=str(t.quantity),
+        raw=t.raw,
+        entries=t.entries,
+    )
+
+
+def whoami(p: Principal) -> WhoAmI:
+    return WhoAmI(token_id=p.token_id, name=p.name, role=p.role, tenant=p.tenant, user=p.user)

@@ -1,0 +1,152 @@
+"""What the client commands share: the server and token, HTTP calls, errors and output.
+
+Server: ``--server`` or ``SUANLI_SERVER`` (default ``http://127.0.0.1:8620``). Token:
+``--token``, else ``SUANLI_TOKEN``, else the file ``SUANLI_TOKEN_FILE`` names (default
+``~/.config/suanli/token``). A refusal by the server (its ``error``) or an unreachable server
+ends the command with one line on stderr and exit code 1; bad usage with exit code 2
+(``suanli.cli.errors.fail``).
+
+Light to import: ``httpx`` is imported on the first request, and nothing here imports the
+store or the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from suanli.cli.errors import PROG, fail, one_line
+
+if TYPE_CHECKING:
+    import httpx
+    from rich.console import Console
+
+DEFAULT_SERVER = "http://127.0.0.1:8620"
+TOKEN_FILE = Path("~/.config/suanli/token")
+REFUSED_EXIT = 1
+NON_TTY_WIDTH = 160
+TIMEOUT_S = 30.0
+
+ServerOption = Annotated[
+    str,
+    typer.Option(
+        "--server", envvar="SUANLI_SERVER", help="The control plane's URL.", show_envvar=True
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="SUANLI_TOKEN",
+        help="API token (else the file SUANLI_TOKEN_FILE or ~/.config/suanli/token).",
+        show_envvar=True,
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON.")]
+
+
+def refused(message: str) -> NoReturn:
+    """Print ``suanli: error: <message>`` on stderr and exit with code 1."""
+    typer.echo(f"{PROG}: error: {one_line(message)}", err=True)
+    raise typer.Exit(REFUSED_EXIT)
+
+
+def find_token(given: str | None) -> str:
+    if given:
+        return given.strip()
+    path = Path(os.environ.get("SUANLI_TOKEN_FILE") or TOKEN_FILE).expanduser()
+    try:
+        token = path.read_text().strip()
+    except FileNotFoundError:
+        token = ""
+    except OSError as e:
+        fail(f"cannot read the token file {path}: {e.strerror}")
+    if not token:
+        fail(f"no API token: give --token, set SUANLI_TOKEN or write it to {path}")
+    return token
+
+
+@dataclass
+class Client:
+    """One server, one token."""
+
+    server: str
+    token: str
+
+    @classmethod
+    def of(cls, server: str, token: str | None) -> Client:
+        if not server.startswith(("http://", "https://")):
+            fail(f"--server {server!r}: an http:// or https:// URL")
+        return cls(server.rstrip("/"), find_token(token))
+
+    def send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """The server's answer; exits (code 1) if it cannot be reached or refuses."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        try:
+            r = httpx.request(method, self.server + path, headers=headers, timeout=TIMEOUT_S, **kw)
+        except httpx.HTTPError as e:
+            refused(f"cannot reach {self.server}: {e}")
+        if r.status_code >= 400:
+            refused(error_of(r))
+        return r
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.send("GET", path, params=_params(params)).json()
+
+    def post(self, path: str, body: Any = None) -> Any:
+        return self.send("POST", path, json=body).json()
+
+    def delete(self, path: str) -> Any:
+        return self.send("DELETE", path).json()
+
+
+def _params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None and v != []}
+
+
+def error_of(r: httpx.Response) -> str:
+    """The API's one-line ``error`` (with the fields at fault), else the status line."""
+    try:
+        body = r.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        message: str = body["error"]
+        if r.status_code == 401:
+            message += " (check --token, SUANLI_TOKEN or the token file)"
+        return message
+    return f"{r.status_code} {r.reason_phrase} from {r.request.url}"
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def console() -> Console:
+    from rich.console import Console
+
+    c = Console(highlight=False)
+    if not c.is_terminal:
+        c = Console(highlight=False, width=NON_TTY_WIDTH, file=sys.stdout)
+    return c
+
+
+def when(iso: str | None) -> str:
+    """An API time, shown local and to the second (``-`` for none)."""
+    if not iso:
+        return "-"
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return t.astimezone().strftime("%Y-%m-%d %H:%M:%S")

@@ -1,0 +1,332 @@
+"""``suanli serve``: the live control plane on this machine: API, scheduler loop, local backend.
+
+One process runs the HTTP API (FastAPI on uvicorn), the scheduler loop (a thread running
+``suanli.control.loop.Controller``) and the local backend (tasks as processes under a
+supervisor each, in ``STATE/runs``). State is in SQLite (``STATE/suanli.db``, WAL, durable
+commits) unless ``--db`` names a PostgreSQL URL; the schema is migrated on start.
+
+GPUs: NVML's when the machine has any (``nvidia-ml-py``), else those declared with
+``--gpus N --gpu-model MODEL`` (virtual GPUs: everything runs, the jobs just see GPU
+indices), else none (CPU jobs only). ``--gpus``/``--gpu-model`` also override what NVML
+says.
+
+Policies: the same options as ``suanli simulate`` (``--policy``, ``--quotas``,
+``--preempt``, ``--budgets`` with ``--prices``); with ``--prices`` every ended attempt is
+charged in the ledger as well as metered.
+
+Auth: on first start, with no token in the store, an admin token is made and written to
+``STATE/admin.token`` (mode 0600); give it to the client as ``SUANLI_TOKEN`` or with
+``suanli token create`` make narrower ones. Stopping the server (Ctrl-C, SIGTERM) leaves
+running jobs running: the next start adopts them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from suanli.cli.errors import fail, user_errors
+
+if TYPE_CHECKING:
+    from suanli.control.loop import ControlConfig, Controller
+    from suanli.control.metrics import ControlMetrics
+    from suanli.store import Store
+
+DEFAULT_PORT = 8620
+TOKEN_FILE = "admin.token"
+
+
+def default_state_dir() -> Path:
+    """``$SUANLI_STATE_DIR``, else ``$XDG_DATA_HOME/suanli``, else ``~/.local/share/suanli``."""
+    if os.environ.get("SUANLI_STATE_DIR"):
+        return Path(os.environ["SUANLI_STATE_DIR"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "suanli"
+
+
+def serve_command(
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            metavar="DIR",
+            help="Where the database, task logs and the admin token live "
+            "(default $SUANLI_STATE_DIR, else ~/.local/share/suanli).",
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            metavar="PATH|URL",
+            help="A SQLite file or a PostgreSQL URL (default STATE/suanli.db).",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = DEFAULT_PORT,
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", help="Declare this many (virtual) GPUs instead of NVML's."),
+    ] = None,
+    gpu_model: Annotated[
+        str | None, typer.Option("--gpu-model", metavar="MODEL", help="Model of declared GPUs.")
+    ] = None,
+    node_name: Annotated[
+        str | None, typer.Option("--node-name", help="This node's name (default: host name).")
+    ] = None,
+    policy: Annotated[
+        str,
+        typer.Option("--policy", "-p", metavar="SET", help="Policy set, as suanli simulate's."),
+    ] = "fifo+best-fit",
+    quotas: Annotated[
+        Path | None,
+        typer.Option("--quotas", metavar="FILE", help="Queues and quotas (docs/tenancy.md)."),
+    ] = None,
+    preempt: Annotated[
+        bool, typer.Option("--preempt", help="Let jobs evict lower-priority ones.")
+    ] = False,
+    min_runtime: Annotated[
+        float,
+        typer.Option(
+            "--min-runtime",
+            metavar="SECONDS",
+            help="With --preempt: how long a job runs before it may be preempted.",
+        ),
+    ] = 600.0,
+    budgets: Annotated[
+        Path | None,
+        typer.Option(
+            "--budgets", metavar="FILE", help="Budgets (docs/budgets.md); needs --prices."
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", metavar="FILE", help="Price book: charge every attempt."),
+    ] = None,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between scheduling passes.")
+    ] = 1.0,
+    metrics_public: Annotated[
+        bool, typer.Option("--metrics-public", help="Serve /metrics without a token.")
+    ] = False,
+) -> None:
+    """Run the control plane: API, scheduler loop and local backend (docs/serve.md)."""
+    import uvicorn
+
+    if not 0 < port < 65536:
+        fail(f"--port: must be in 1..65535, got {port}")
+    if not interval > 0:
+        fail(f"--interval: must be > 0, got {interval}")
+    if not min_runtime >= 0:
+        fail(f"--min-runtime: must be >= 0, got {min_runtime}")
+    state = state_dir or default_state_dir()
+    with user_errors():
+        server = build_server(
+            state,
+            db=db,
+            gpus=gpus,
+            gpu_model=gpu_model,
+            node_name=node_name,
+            policy=policy,
+            quotas=quotas,
+            preempt=preempt,
+            min_runtime=min_runtime,
+            budgets=budgets,
+            prices=prices,
+            metrics_public=metrics_public,
+        )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    typer.echo(
+        f"suanli serve: {server.describe} · state {state} · http://{host}:{port}/v1"
+        + (f" · admin token written to {server.token_file}" if server.token_file else ""),
+        err=True,
+    )
+    loop = threading.Thread(
+        target=server.controller.run,
+        args=(server.stop, server.wake, interval),
+        name="suanli-scheduler",
+        daemon=True,
+    )
+    loop.start()
+    try:
+        uvicorn.Server(
+            uvicorn.Config(server.app, host=host, port=port, log_level="warning", access_log=False)
+        ).run()
+    finally:
+        server.stop.set()
+        server.wake.set()
+        loop.join(timeout=30)
+        server.close()
+
+
+@dataclass
+class Server:
+    """Everything ``suanli serve`` runs, built and wired (for tests too)."""
+
+    store: Store
+    backend: Any
+    controller: Controller
+    metrics: ControlMetrics
+    config: ControlConfig
+    token_file: Path | None
+    describe: str
+    app: Any = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event = field(default_factory=threading.Event)
+
+    def close(self) -> None:
+        self.backend.close()
+        self.store.close()
+
+
+def build_server(
+    state: Path,
+    *,
+    db: str | None = None,
+    gpus: int | None = None,
+    gpu_model: str | None = None,
+    node_name: str | None = None,
+    policy: str = "fifo+best-fit",
+    quotas: Path | None = None,
+    preempt: bool = False,
+    min_runtime: float = 600.0,
+    budgets: Path | None = None,
+    prices: Path | None = None,
+    metrics_public: bool = False,
+    backend: Any = None,
+    clock: Any = time.time,
+) -> Server:
+    """Open the store, take the inventory, and build the controller, backend and API."""
+    from suanli.api.app import create_app
+    from suanli.backends.inventory import declared, detect
+    from suanli.backends.local import LocalBackend
+    from suanli.config.budgets import load_budgets
+    from suanli.config.tenancy import load_tenancy
+    from suanli.control.loop import ControlConfig, Controller
+    from suanli.control.metrics import ControlMetrics
+    from suanli.core.budget import BudgetBook
+    from suanli.core.model import SpecError
+    from suanli.core.preemption import PreemptionConfig
+    from suanli.metering.costmodel import PriceBookCostModel
+    from suanli.metering.prices import load_price_book
+    from suanli.sim.engine import PolicySet
+    from suanli.store import jobs as js
+    from suanli.store import open_store
+    from suanli.store.tokens import create_token, list_tokens
+
+    try:
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as e:
+        raise SpecError(f"--state-dir {state}: cannot create it: {e.strerror or e}") from None
+    if (gpus is None) != (gpu_model is None) and not (gpus == 0 and gpu_model is None):
+        raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
+    inventory = detect(node_name=node_name) if gpus is None else None
+    if inventory is None:
+        inventory = declared(gpus or 0, gpu_model, node_name=node_name)
+    cluster = inventory.cluster("local")
+    tenancy = load_tenancy(quotas) if quotas is not None else None
+    book = load_price_book(prices) if prices is not None else None
+    budget_book = None
+    if budgets is not None:
+        if book is None:
+            raise SpecError("--budgets: needs --prices FILE (budgets are in money)")
+        models = [m.name for m in cluster.gpu_models]
+        budget_book = BudgetBook(
+            load_budgets(budgets, epoch_s=0), PriceBookCostModel(book, cluster.name, 0, models)
+        )
+    config = ControlConfig(
+        cluster=cluster,
+        policy=PolicySet.parse(policy),
+        tenancy=tenancy,
+        preemption=PreemptionConfig(min_runtime=min_runtime) if preempt else None,
+        budgets=budget_book,
+        prices=book,
+    )
+    store = open_store(db if db is not None else state / "suanli.db")
+    now_ms = round(clock() * 1000)
+    node = inventory.node
+    js.sync_inventory(
+        store,
+        [
+            js.NodeRow(
+                node.name,
+                node.gpus,
+                node.gpu_model.name if node.gpu_model is not None else None,
+                node.gpu_model.memory_mib if node.gpu_model is not None else 0,
+                node.cpu_milli,
+                node.memory_mib,
+                node.healthy,
+                inventory.source,
+            )
+        ],
+        [js.GpuRow(node.name, g.index, g.model, g.uuid, g.memory_mib) for g in inventory.gpus],
+        now_ms,
+    )
+    token_file = None
+    if not list_tokens(store):
+        token, _ = create_token(
+            store, name="bootstrap", role="admin", tenant=None, user="admin", now_ms=now_ms
+        )
+        token_file = state / TOKEN_FILE
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+    runs = LocalBackend(state / "runs") if backend is None else backend
+    metrics = ControlMetrics()
+    controller = Controller(store, config, runs, clock=clock, metrics=metrics)
+    server = Server(
+        store=store,
+        backend=runs,
+        controller=controller,
+        metrics=metrics,
+        config=config,
+        token_file=token_file,
+        describe=(
+            f"node {node.name}: {node.gpus} × {node.gpu_model.name} ({inventory.source})"
+            if node.gpu_model is not None
+            else f"node {node.name}: no GPUs"
+        ),
+    )
+
+    def log_file(job_id: str, attempt: int, task: int, stream: str) -> Path | None:
+        finder = getattr(runs, "find", None)
+        handle = finder(job_id, attempt, task) if finder is not None else None
+        if handle is None:
+            return None
+        out, err = runs.log_paths(handle)
+        return Path(out if stream == "stdout" else err)
+
+    def queues() -> list[dict[str, Any]]:
+        if tenancy is None:
+            return []
+        return [
+            {
+                "name": q.name,
+                "org": q.org,
+                "cohort": q.cohort,
+                "nominal": dict(q.nominal),
+                "borrowing_limit": dict(q.borrowing_limit),
+                "lending_limit": dict(q.lending_limit),
+                "weight": q.weight,
+                "tenants": [q.org.strip("/")] if q.org.strip("/") else ["*"],
+            }
+            for q in tenancy.tenancy.queues
+        ]
+
+    server.app = create_app(
+        store,
+        metrics=metrics,
+        log_file=log_file,
+        wake=server.wake.set,
+        queues=queues,
+        clock_ms=lambda: round(clock() * 1000),
+        metrics_public=metrics_public,
+    )
+    return server

@@ -1,0 +1,650 @@
+"""The live scheduler loop: the core's cycle over the store's jobs, carried out by a backend.
+
+One ``Controller`` owns a core ``Scheduler`` over a ``ClusterView`` of the inventory, the
+same scheduler the simulator runs (``suanli.sim.engine``), and applies its decisions the way
+the simulator does, but durably and for real. Each ``step``:
+
+1. polls the backend: tasks that ended (an attempt is over when all its tasks are);
+2. reads new submissions and cancel requests from the store;
+3. runs one cycle of the core at the current time and applies its decisions;
+4. starts attempts whose GPUs are free (a preemptor waits for its victims' processes);
+5. writes pending reasons, and meters ended attempts into the ledger.
+
+Rules of the applier:
+
+- **Store first, then backend.** A decision is written in its own transaction (an admitted
+  attempt claims its GPU shares there, and the database refuses a double claim); backend
+  calls (launch, stop) happen after the commit, never inside a transaction.
+- **Preemption keeps the simulator's order.** A ``Preempt`` moves the victim's claims to
+  nobody, requeues the victim at once (as the simulator does) and sends its stop signal; the
+  job admitted in its place is written at once but launched only when every process that
+  held its GPUs has exited.
+- **Outcomes.** All tasks exit 0: ``succeeded``. A task fails or runs out of time: the other
+  tasks of the gang are stopped and the job is ``failed`` (exit code of the first failure).
+  Cancelled: ``cancelled``. A task vanishes (``lost``): the attempt is lost and the job is
+  requeued, up to ``ControlConfig.max_lost`` times, then it is ``lost``.
+- **Restart.** ``recover`` rebuilds the scheduler from the store: running attempts are
+  restored into it (``Scheduler.restore``) and their processes adopted from the backend;
+  pending jobs are submitted again in submission order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from suanli.backends.base import Backend, Exit, Handle, Launch, Outcome
+from suanli.config.tenancy import TenancyConfig
+from suanli.control.metering import meter_attempt
+from suanli.control.metrics import ControlMetrics
+from suanli.control.spec import JobSpec
+from suanli.core.budget import BudgetBook
+from suanli.core.decisions import Admit, Decision, Demoted, JobPlacement, Preempt, Reject, Skip
+from suanli.core.model import ClusterSpec, Job, SpecError
+from suanli.core.preemption import PreemptionConfig
+from suanli.core.registry import create
+from suanli.core.scheduler import Scheduler
+from suanli.core.seams import OrderContext
+from suanli.core.tenancy import QuotaBook
+from suanli.core.view import ClusterView, TaskPlacement
+from suanli.metering.prices import PriceBook
+from suanli.sim.engine import PolicySet, check_feasible
+from suanli.store import Store
+from suanli.store import jobs as js
+
+log = logging.getLogger("suanli.control")
+
+MIN_GAP_S = 0.05
+"""The shortest time between two passes of ``Controller.run``, however often it is woken."""
+
+
+@dataclass(frozen=True)
+class ControlConfig:
+    """What the loop schedules with: the same choices ``suanli simulate`` takes."""
+
+    cluster: ClusterSpec
+    policy: PolicySet
+    tenancy: TenancyConfig | None = None
+    preemption: PreemptionConfig | None = None
+    budgets: BudgetBook | None = None
+    prices: PriceBook | None = None
+    """With a price book, each ended attempt's charges go to the ledger with its usage."""
+    meter_interval_ms: int = 3_600_000
+    """Usage records cut an attempt at multiples of this since the epoch."""
+    seed: int = 0
+    max_lost: int = 3
+    """Lost attempts a job may have before it is ``lost`` itself."""
+
+
+@dataclass
+class _Attempt:
+    """One live attempt, as the loop tracks it."""
+
+    job: Job
+    record: js.JobRecord
+    spec: JobSpec
+    attempt: int
+    placement: JobPlacement
+    state: str  # admitted | running | stopping
+    handles: dict[int, Handle] = field(default_factory=dict)
+    exits: dict[int, Exit] = field(default_factory=dict)
+    why_stopping: Outcome | None = None
+    """PREEMPTED, CANCELLED, or the outcome of the task whose end stopped the gang."""
+    cause: Exit | None = None
+    """The exit of the task whose failure stopped the gang (None otherwise)."""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.job.id, self.attempt)
+
+
+class Controller:
+    """See the module docstring. Not thread-safe: one thread calls ``recover`` and ``step``
+    (``run`` does both)."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: ControlConfig,
+        backend: Backend,
+        *,
+        clock: Callable[[], float] = time.time,
+        metrics: ControlMetrics | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.backend = backend
+        self.clock = clock
+        self.metrics = metrics
+        cluster = config.cluster
+        self.view = ClusterView(cluster)
+        tenancy = config.tenancy
+        self.sched = Scheduler(
+            self.view,
+            create("queue", config.policy.queue),
+            create("placement", config.policy.placement),
+            strict=config.policy.strict,
+            ctx=OrderContext(tenancy.priority_classes) if tenancy is not None else None,
+            quotas=QuotaBook(tenancy.tenancy) if tenancy is not None else None,
+            preemption=config.preemption,
+            backfill=config.policy.backfill,
+            budgets=config.budgets,
+        )
+        self.rng = np.random.default_rng(config.seed)
+        self.node_names = [n.name for n in cluster.nodes]
+        self.node_index = {name: i for i, name in enumerate(self.node_names)}
+        self.live: dict[tuple[str, int], _Attempt] = {}
+        self.pending: dict[str, tuple[js.JobRecord, JobSpec, Job]] = {}
+        self.last_seq = 0
+        self.cancelling: set[str] = set()
+        # (node, GPU) -> attempts still running there although their claims were released
+        # (preempted, stopping): what an attempt admitted onto those GPUs waits for.
+        self.draining: dict[tuple[int, int], set[tuple[str, int]]] = {}
+        self.reasons: dict[str, str] = {}  # job -> the reason this pass skipped it for
+        self.written: dict[str, str | None] = {}  # pending job -> the reason in the store
+        self.lost: dict[str, int] = {}
+        self._feasible: set[tuple[Any, int]] = set()
+
+    # ------------------------------------------------------------------ recovery
+    def recover(self) -> None:
+        """Rebuild the scheduler from the store (see the module docstring). Call once,
+        before the first ``step``."""
+        now = self.clock()
+        records = {r.id: r for r in js.jobs_in(self.store, ["admitted", "running", "pending"])}
+        adopt: list[Handle] = []
+        for a in js.live_attempts(self.store):
+            rec = records.get(a.job_id)
+            if rec is None:  # the job ended; the attempt row was left behind by a crash
+                self._end_attempt_row(a.job_id, a.attempt, now, "lost", None, "left over")
+                continue
+            spec = JobSpec.model_validate(rec.spec)
+            job = spec.job(rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue)
+            job = job.with_class(rec.priority_class)
+            placement = self._placement_of(a.placement)
+            live = _Attempt(job, rec, spec, a.attempt, placement, a.state)
+            if a.state == "stopping":
+                live.why_stopping = _stopping_outcome(a.detail)
+            if live.why_stopping is not Outcome.PREEMPTED:
+                # A preempted attempt was released in the scheduler when it was preempted;
+                # any other still holds its placement there until it ends.
+                self.sched.restore(
+                    job,
+                    placement,
+                    (a.started_ms or a.admitted_ms) / 1000,
+                    preempted_at=self._preempted_at(rec.id),
+                )
+            for saved in a.handles or ():
+                handle = Handle.from_json(saved)
+                live.handles[handle.task] = handle
+                adopt.append(handle)
+            self.live[live.key] = live
+            if a.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
+                self._drain(live)
+        for e in self.backend.adopt(adopt):
+            self._task_exited(e, now)
+        for live in list(self.live.values()):
+            if live.state == "admitted" and not live.handles:
+                self._unrecorded_launch(live, now)
+            elif live.state == "stopping":
+                self._send_stop(live)
+        for rec in js.jobs_in(self.store, ["pending"]):
+            self._submit(rec, now)
+        self.last_seq = max([self.last_seq, *(r.seq for r in records.values())])
+
+    def _unrecorded_launch(self, live: _Attempt, now: float) -> None:
+        """An attempt admitted but not recorded as started when the control plane stopped.
+        If none of its tasks was launched, it starts as usual (``_launch_ready``); if some
+        were, they are adopted and stopped, and the job is requeued as after a lost attempt.
+        """
+        tasks = range(len(live.placement.tasks))
+        found = [self.backend.find(live.job.id, live.attempt, t) for t in tasks]
+        handles = [h for h in found if h is not None]
+        if not handles:
+            return
+        for h in handles:
+            live.handles[h.task] = h
+        live.why_stopping = Outcome.LOST
+        live.state = "stopping"
+        with self.store.begin() as conn:
+            js.attempt_stopping(conn, live.job.id, live.attempt, _ms(now), "restart")
+        for e in self.backend.adopt(handles):
+            live.exits[e.handle.task] = e
+        self._send_stop(live)
+        # Tasks never launched will never exit: count them as lost now.
+        for t in tasks:
+            if t not in live.handles:
+                live.exits[t] = Exit(
+                    Handle(live.job.id, live.attempt, t, 0, 0, ""),
+                    Outcome.LOST,
+                    None,
+                    None,
+                    now,
+                    "not started before a restart",
+                )
+        if len(live.exits) >= len(live.placement.tasks):
+            self._attempt_over(live, now)
+
+    def _send_stop(self, live: _Attempt) -> None:
+        """Send the stop to every task of ``live`` that has not exited."""
+        outcome = Outcome.PREEMPTED if live.why_stopping is Outcome.PREEMPTED else Outcome.CANCELLED
+        for t, h in live.handles.items():
+            if t not in live.exits:
+                self.backend.stop(h, outcome)
+
+    # ------------------------------------------------------------------ the step
+    def step(self) -> list[Decision]:
+        """One pass of the loop (see the module docstring); returns the cycle's decisions."""
+        t0 = time.perf_counter()
+        now = self.clock()
+        for e in self.backend.poll():
+            self._task_exited(e, now)
+        self._ingest(now)
+        decisions: list[Decision] = []
+        if len(self.sched):
+            decisions = self.sched.cycle(self.rng, now)
+            for d in decisions:
+                self._apply(d, now)
+        self._launch_ready(now)
+        self._write_reasons(now)
+        self._meter()
+        if self.metrics is not None:
+            self.metrics.observe_cycle(time.perf_counter() - t0)
+            self._gauges()
+        return decisions
+
+    def run(
+        self,
+        stop: threading.Event,
+        wake: threading.Event,
+        interval: float = 1.0,
+        min_gap: float = MIN_GAP_S,
+    ) -> None:
+        """``recover``, then ``step`` until ``stop`` is set: every ``interval`` seconds, or
+        sooner when ``wake`` is set (a submission or cancel arrived), but never less than
+        ``min_gap`` after the previous pass, so that a burst of submissions is taken in one
+        pass rather than one pass each. A step that fails is logged and retried on the next
+        pass; the loop does not die with it."""
+        self.recover()
+        while not stop.is_set():
+            began = time.monotonic()
+            try:
+                self.step()
+            except Exception:  # noqa: BLE001 - keep scheduling; the error is logged
+                log.exception("scheduler step failed")
+            wake.wait(interval)
+            wake.clear()
+            rest = min_gap - (time.monotonic() - began)
+            if rest > 0 and not stop.is_set():
+                stop.wait(rest)
+
+    # ------------------------------------------------------------------ intake
+    def _ingest(self, now: float) -> None:
+        for rec in js.jobs_in(self.store, ["pending"], after=self.last_seq):
+            self.last_seq = max(self.last_seq, rec.seq)
+            self._submit(rec, now)
+        for rec in js.cancel_requests(self.store):
+            if rec.id not in self.cancelling:
+                self._cancel(rec, now)
+
+    def _submit(self, rec: js.JobRecord, now: float) -> None:
+        if rec.id in self.pending:
+            return
+        try:
+            spec = JobSpec.model_validate(rec.spec)
+            job = spec.job(rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue)
+            job = job.with_class(rec.priority_class)
+            self._check_feasible(job)
+            told = self.sched.submit(
+                job,
+                now,
+                requeued=rec.attempts > 0,
+                preempted_at=self._preempted_at(rec.id) if rec.attempts else (),
+            )
+        except (SpecError, ValueError) as e:
+            js.set_job_state(self.store, rec.id, "failed", _ms(now), reason=f"refused: {e}")
+            return
+        if isinstance(told, Reject):
+            js.set_job_state(self.store, rec.id, "failed", _ms(now), reason=str(told))
+            return
+        if isinstance(told, Demoted):
+            job = told.job
+            with self.store.begin() as conn:
+                conn.execute(
+                    sa.update(js.jobs)
+                    .where(js.jobs.c.id == rec.id)
+                    .values(priority_class=job.priority_class)
+                )
+                js.add_event(conn, rec.id, _ms(now), "demoted", str(told))
+        self.pending[rec.id] = (rec, spec, job)
+
+    def _cancel(self, rec: js.JobRecord, now: float) -> None:
+        self.cancelling.add(rec.id)
+        if rec.id in self.pending and self.sched.remove(rec.id):
+            del self.pending[rec.id]
+            js.set_job_state(self.store, rec.id, "cancelled", _ms(now), reason="cancelled")
+            return
+        for live in self.live.values():
+            if live.job.id == rec.id and live.state != "stopping":
+                self._stop(live, Outcome.CANCELLED, now, "cancel requested")
+
+    # ------------------------------------------------------------------ decisions
+    def _apply(self, d: Decision, now: float) -> None:
+        if isinstance(d, Admit):
+            self._admit(d, now)
+        elif isinstance(d, Preempt):
+            self._preempt(d, now)
+        elif isinstance(d, Skip):
+            self.reasons[d.job.id] = str(d.reason)
+
+    def _admit(self, d: Admit, now: float) -> None:
+        rec, spec, _ = self.pending.pop(d.job.id)
+        attempt = self._next_attempt(rec.id)
+        live = _Attempt(d.job, rec, spec, attempt, d.placement, "admitted")
+        try:
+            with self.store.begin() as conn:
+                js.admit_attempt(conn, rec.id, attempt, self._placement_json(d.placement), _ms(now))
+        except sa.exc.IntegrityError as e:
+            # The database refused a claim: the view and the store disagree. Give the
+            # placement back and requeue the job rather than run it on taken GPUs.
+            log.error("job %s: claim refused by the database: %s", rec.id, e.orig)
+            self.sched.release(d.placement, d.job.id, now)
+            self.sched.submit(d.job, now, requeued=True)
+            self.pending[rec.id] = (rec, spec, d.job)
+            return
+        self.live[live.key] = live
+        self.reasons.pop(rec.id, None)
+        if self.metrics is not None:
+            self.metrics.admitted(d.job.queue)
+
+    def _preempt(self, d: Preempt, now: float) -> None:
+        live = self._live_of(d.job.id)
+        if live is None:
+            return
+        why = f"preempted ({d.kind}) by job {d.by}"
+        with self.store.begin() as conn:
+            js.release_claims(conn, live.job.id, live.attempt)
+            js.attempt_stopping(conn, live.job.id, live.attempt, _ms(now), "preempted")
+            js.set_job_state(conn, live.job.id, "pending", _ms(now), reason=why, event="preempted")
+        # As the simulator: the victim is requeued at once; its resources were released
+        # in the view by the cycle itself.
+        self.sched.submit(d.job, now, requeued=True)
+        rec = js.get_job(self.store, live.job.id)
+        assert rec is not None
+        self.pending[live.job.id] = (rec, live.spec, d.job)
+        if self.metrics is not None:
+            self.metrics.preempted(d.job.queue, d.kind)
+        live.why_stopping = Outcome.PREEMPTED
+        self._drain(live)
+        if live.state == "admitted" and not live.handles:
+            live.state = "stopping"
+            self._attempt_over(live, now)  # never started: nothing to stop
+            return
+        live.state = "stopping"
+        self._send_stop(live)
+
+    def _drain(self, live: _Attempt) -> None:
+        for tp in live.placement.tasks:
+            for g in tp.gpus:
+                self.draining.setdefault((tp.node, g), set()).add(live.key)
+
+    def _stop(self, live: _Attempt, why: Outcome, now: float, detail: str) -> None:
+        live.why_stopping = why
+        if live.state == "admitted" and not live.handles:
+            live.state = "stopping"
+            self._attempt_over(live, now)
+            return
+        live.state = "stopping"
+        with self.store.begin() as conn:
+            js.attempt_stopping(conn, live.job.id, live.attempt, _ms(now), detail)
+        self._send_stop(live)
+
+    # ------------------------------------------------------------------ launching
+    def _launch_ready(self, now: float) -> None:
+        for live in list(self.live.values()):
+            if live.state == "admitted" and not live.handles and not self._waits(live):
+                self._launch(live, now)
+
+    def _waits(self, live: _Attempt) -> bool:
+        return any(self.draining.get((tp.node, g)) for tp in live.placement.tasks for g in tp.gpus)
+
+    def _launch(self, live: _Attempt, now: float) -> None:
+        spec = live.spec
+        try:
+            for i, tp in enumerate(live.placement.tasks):
+                fractional = 0 < tp.gpu_milli < 1000
+                live.handles[i] = self.backend.launch(
+                    Launch(
+                        job_id=live.job.id,
+                        attempt=live.attempt,
+                        task=i,
+                        command=tuple(spec.command),
+                        env=tuple(sorted(spec.env.items())),
+                        cwd=spec.workdir,
+                        gpus=tp.gpus,
+                        gpu_milli=tp.gpu_milli if fractional else 0,
+                        gpu_memory_mib=tp.gpu_memory_mib if fractional else 0,
+                        checkpoint_dir=spec.checkpoint_dir,
+                        max_runtime_s=spec.max_runtime,
+                        stop_signal=spec.stop_signal,
+                        grace_s=spec.grace,
+                    )
+                )
+        except (OSError, ValueError) as e:
+            log.error("job %s: launch failed: %s", live.job.id, e)
+            live.exits.update(
+                {
+                    i: Exit(h, Outcome.FAILED, None, None, now, f"launch failed: {e}")
+                    for i, h in live.handles.items()
+                }
+            )
+            for h in live.handles.values():
+                self.backend.stop(h, Outcome.CANCELLED)
+            live.state = "stopping"
+            live.why_stopping = Outcome.FAILED
+            self._attempt_over(live, now, detail=f"launch failed: {e}")
+            return
+        live.state = "running"
+        with self.store.begin() as conn:
+            js.attempt_started(
+                conn,
+                live.job.id,
+                live.attempt,
+                [h.to_json() for h in live.handles.values()],
+                _ms(now),
+            )
+
+    # ------------------------------------------------------------------ endings
+    def _task_exited(self, e: Exit, now: float) -> None:
+        live = self.live.get((e.handle.job_id, e.handle.attempt))
+        if live is None or e.handle.task in live.exits:
+            return
+        live.exits[e.handle.task] = e
+        done = len(live.exits) >= len(live.placement.tasks)
+        if not done and e.outcome is not Outcome.SUCCEEDED and live.state != "stopping":
+            # A gang stands or falls together: stop the other tasks.
+            live.cause = e
+            self._stop(live, e.outcome, now, f"task {e.handle.task}: {e.detail}")
+        if done:
+            self._attempt_over(live, now)
+
+    def _attempt_over(self, live: _Attempt, now: float, detail: str | None = None) -> None:
+        del self.live[live.key]
+        for tp in live.placement.tasks:
+            for g in tp.gpus:
+                holders = self.draining.get((tp.node, g))
+                if holders is not None:
+                    holders.discard(live.key)
+                    if not holders:
+                        del self.draining[(tp.node, g)]
+        exits = [live.exits[t] for t in sorted(live.exits)]
+        first_bad = live.cause or next(
+            (x for x in exits if x.outcome is not Outcome.SUCCEEDED), None
+        )
+        why = live.why_stopping
+        job_id, ms = live.job.id, _ms(now)
+        if why is Outcome.PREEMPTED:
+            # Already requeued (and its claims released) when the decision was applied.
+            self._end_attempt_row(job_id, live.attempt, now, "preempted", None, "preempted")
+            return
+        self.sched.release(live.placement, job_id, now)
+        if why is Outcome.CANCELLED:
+            outcome, state, reason, code = "cancelled", "cancelled", "cancelled", None
+        elif first_bad is None and why is None:
+            outcome, state, reason, code = "succeeded", "succeeded", None, 0
+        elif why is Outcome.LOST or (first_bad is not None and first_bad.outcome is Outcome.LOST):
+            self.lost[job_id] = self.lost.get(job_id, 0) + 1
+            text = detail or (first_bad.detail if first_bad is not None else "lost")
+            self._end_attempt_row(job_id, live.attempt, now, "lost", None, text)
+            if self.lost[job_id] > self.config.max_lost:
+                js.set_job_state(self.store, job_id, "lost", ms, reason=f"lost: {text}")
+                return
+            js.set_job_state(
+                self.store,
+                job_id,
+                "pending",
+                ms,
+                reason=f"requeued: attempt lost ({text})",
+                event="requeued",
+            )
+            self.sched.submit(live.job, now, requeued=True)
+            rec = js.get_job(self.store, job_id)
+            assert rec is not None
+            self.pending[job_id] = (rec, live.spec, live.job)
+            return
+        else:
+            bad = first_bad or exits[-1]
+            timed_out = bad.outcome is Outcome.TIMED_OUT
+            outcome = "timed-out" if timed_out else "failed"
+            state, code = "failed", bad.exit_code
+            reason = detail or (f"task {bad.handle.task}: {bad.detail}")
+        text = detail or (first_bad.detail if first_bad is not None else "exit code 0")
+        with self.store.begin() as conn:
+            js.end_attempt(
+                conn, job_id, live.attempt, ms, outcome=outcome, exit_code=code, detail=text
+            )
+            js.set_job_state(conn, job_id, state, ms, reason=reason, exit_code=code)
+        self.cancelling.discard(job_id)
+
+    def _end_attempt_row(
+        self, job_id: str, attempt: int, now: float, outcome: str, code: int | None, detail: str
+    ) -> None:
+        with self.store.begin() as conn:
+            js.end_attempt(
+                conn, job_id, attempt, _ms(now), outcome=outcome, exit_code=code, detail=detail
+            )
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _check_feasible(self, job: Job) -> None:
+        """``ImpossibleJobError`` if no state of the cluster could ever hold ``job`` (as the
+        simulator checks a trace), remembered per request shape."""
+        key = (job.task, job.min_tasks)
+        if key not in self._feasible:
+            check_feasible(self.config.cluster, [job])
+            self._feasible.add(key)
+
+    def _preempted_at(self, job_id: str) -> list[float]:
+        """When the job's earlier attempts were preempted (the anti-thrash history)."""
+        return [
+            a.ended_ms / 1000
+            for a in js.job_attempts(self.store, job_id)
+            if a.outcome == "preempted" and a.ended_ms is not None
+        ]
+
+    def _next_attempt(self, job_id: str) -> int:
+        rec = js.get_job(self.store, job_id)
+        assert rec is not None
+        return rec.attempts + 1
+
+    def _live_of(self, job_id: str) -> _Attempt | None:
+        found = [a for a in self.live.values() if a.job.id == job_id and a.state != "stopping"]
+        return found[-1] if found else None
+
+    def _placement_json(self, p: JobPlacement) -> list[dict[str, Any]]:
+        return [
+            {
+                "task": i,
+                "node": self.node_names[tp.node],
+                "gpus": list(tp.gpus),
+                "gpu_milli": tp.gpu_milli,
+                "gpu_memory_mib": tp.gpu_memory_mib,
+                "cpu_milli": tp.cpu_milli,
+                "memory_mib": tp.memory_mib,
+            }
+            for i, tp in enumerate(p.tasks)
+        ]
+
+    def _placement_of(self, tasks: Sequence[dict[str, Any]]) -> JobPlacement:
+        return JobPlacement.of(
+            tuple(
+                TaskPlacement(
+                    self.node_index[t["node"]],
+                    tuple(t["gpus"]),
+                    t["gpu_milli"],
+                    t["gpu_memory_mib"],
+                    t["cpu_milli"],
+                    t["memory_mib"],
+                )
+                for t in tasks
+            )
+        )
+
+    def _write_reasons(self, now: float) -> None:
+        """The pending reason of each job this pass skipped, where it changed, in one write
+        (a job the cycle did not look at keeps the reason it had: the core reports a lane's
+        reason on the jobs it tries, so a pass costs no more than the cycle itself)."""
+        changed: dict[str, str | None] = {}
+        for job_id, text in self.reasons.items():
+            if job_id in self.pending and self.written.get(job_id) != text:
+                changed[job_id] = self.written[job_id] = text
+        self.reasons.clear()
+        if len(self.written) > 2 * len(self.pending) + 1000:
+            self.written = {j: t for j, t in self.written.items() if j in self.pending}
+        if changed:
+            js.set_reasons(self.store, changed, _ms(now))
+
+    def _meter(self) -> None:
+        for a in js.unmetered_attempts(self.store):
+            rec = js.get_job(self.store, a.job_id)
+            if rec is None or a.started_ms is None:
+                js.mark_metered(self.store, a.job_id, a.attempt)
+                continue
+            meter_attempt(self.store, rec, a, self.config, self.node_names, self.clock())
+
+    def _gauges(self) -> None:
+        assert self.metrics is not None
+        total: dict[str, float] = {}
+        for n in self.config.cluster.nodes:
+            if n.gpu_model is not None:
+                total[n.gpu_model.name] = total.get(n.gpu_model.name, 0.0) + n.gpus
+        allocated: dict[str, float] = {}
+        for live in self.live.values():
+            if live.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
+                continue
+            for tp in live.placement.tasks:
+                model = self.config.cluster.nodes[tp.node].gpu_model
+                if model is not None and tp.gpus:
+                    allocated[model.name] = (
+                        allocated.get(model.name, 0.0) + tp.gpu_milli * len(tp.gpus) / 1000
+                    )
+        self.metrics.set_gpus(total, allocated)
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def _stopping_outcome(detail: str | None) -> Outcome:
+    if detail == "preempted":
+        return Outcome.PREEMPTED
+    if detail == "cancel requested":
+        return Outcome.CANCELLED
+    if detail == "restart":
+        return Outcome.LOST
+    return Outcome.FAILED

@@ -1,0 +1,104 @@
+"""Live metering: each ended attempt's usage (and, with a price book, its charges) to the ledger.
+
+An attempt is metered once it has ended: from the moment its tasks started to the moment the
+last one ended, holding what its placement held (GPU shares per model, CPU, memory), owned by
+``<tenant>/<user>`` in the job's queue and class. The records are cut at multiples of the
+metering interval (``usage.usage_records``), so their keys are fixed by the attempt alone:
+writing them again (after a crash between the ledger write and the ``metered`` flag, say)
+changes nothing. Usage, charges and the flag go in one transaction.
+
+``recomputed_usage`` rebuilds the usage records from the attempts table alone; the ledger
+must hold exactly those (the crash-safety check compares the two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from suanli.metering.rating import rate
+from suanli.metering.usage import Attempt, UsageRecord, usage_records
+from suanli.store import Store, post_charges, record_usage
+from suanli.store import jobs as js
+
+if TYPE_CHECKING:
+    from suanli.control.loop import ControlConfig
+
+LEDGER_BATCH = "live"
+"""The ledger batch of the control plane's charges."""
+
+
+def attempt_usage(
+    rec: js.JobRecord, a: js.AttemptRecord, cluster: str, models: dict[str, str | None]
+) -> Attempt:
+    """The metering view of attempt ``a`` of job ``rec``; ``models`` maps node names to
+    their GPU model."""
+    assert a.started_ms is not None and a.ended_ms is not None
+    gpu: dict[str, int] = {}
+    cpu = memory = 0
+    for t in a.placement:
+        model = models.get(t["node"])
+        if model is not None and t["gpus"]:
+            gpu[model] = gpu.get(model, 0) + t["gpu_milli"] * len(t["gpus"])
+        cpu += t["cpu_milli"]
+        memory += t["memory_mib"]
+    return Attempt(
+        job_id=rec.id,
+        attempt=a.attempt,
+        start_ms=a.started_ms,
+        end_ms=max(a.ended_ms, a.started_ms),
+        org=f"{rec.tenant}/{rec.user}",
+        queue=rec.queue,
+        priority_class=rec.priority_class,
+        cluster=cluster,
+        gpu=tuple(sorted(gpu.items())),
+        cpu_milli=cpu,
+        memory_mib=memory,
+        outcome=a.outcome or "finished",
+    )
+
+
+def meter_attempt(
+    store: Store,
+    rec: js.JobRecord,
+    a: js.AttemptRecord,
+    config: ControlConfig,
+    node_names: Sequence[str],
+    now_s: float | None = None,
+) -> int:
+    """Write the usage (and charges) of ended attempt ``a`` and flag it metered, in one
+    transaction; returns how many usage records were new."""
+    models = _models(config)
+    records = list(
+        usage_records(
+            [attempt_usage(rec, a, config.cluster.name, models)], config.meter_interval_ms
+        )
+    )
+    at = datetime.fromtimestamp(now_s if now_s is not None else (a.ended_ms or 0) / 1000, UTC)
+    with store.begin() as conn:
+        new = record_usage(conn, records)
+        if config.prices is not None:
+            post_charges(conn, rate(records, config.prices), at, LEDGER_BATCH)
+        js.mark_metered(conn, a.job_id, a.attempt)
+    return new
+
+
+def recomputed_usage(store: Store, config: ControlConfig) -> list[UsageRecord]:
+    """The usage records the ledger should hold: every ended, started attempt's."""
+    models = _models(config)
+    out: list[UsageRecord] = []
+    with store.read() as conn:
+        for rec in js.jobs_in(conn, js.JOB_STATES):
+            for a in js.job_attempts(conn, rec.id):
+                if a.state == "ended" and a.started_ms is not None:
+                    att = attempt_usage(rec, a, config.cluster.name, models)
+                    out.extend(usage_records([att], config.meter_interval_ms))
+    return out
+
+
+def _models(config: Any) -> dict[str, str | None]:
+    return {
+        n.name: (n.gpu_model.name if n.gpu_model is not None else None)
+        for n in config.cluster.nodes
+    }

@@ -1,0 +1,275 @@
+"""The live scheduler loop over a real store, with the fake backend and a fake clock.
+
+The fake backend (``suanli.backends.fake``) stands in for processes so that time can be
+stepped exactly; ``tests/test_serve.py`` runs the same loop with real processes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
+from suanli.config.cluster import load_cluster
+from suanli.control.loop import ControlConfig, Controller
+from suanli.control.metering import recomputed_usage
+from suanli.control.spec import JobSpec
+from suanli.core.decisions import Admit, Decision, Preempt
+from suanli.core.preemption import PreemptionConfig
+from suanli.core.scheduler import Scheduler
+from suanli.sim.engine import PolicySet, simulate
+from suanli.store import Store, open_store, read_usage
+from suanli.store import jobs as js
+
+CLUSTER = "2x4xTESTGPU[gpumem=80G,speed=1]"
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = open_store(tmp_path / "suanli.db")
+    yield s
+    s.close()
+
+
+def make(
+    store: Store, clock: Clock, *, preempt: bool = False, policy: str = "fifo+best-fit"
+) -> tuple[Controller, FakeBackend]:
+    cluster = load_cluster(CLUSTER)
+    nodes = [
+        js.NodeRow(n.name, n.gpus, "TESTGPU", 81920, n.cpu_milli, n.memory_mib, True, "declared")
+        for n in cluster.nodes
+    ]
+    gpus = [
+        js.GpuRow(n.name, i, "TESTGPU", f"v-{n.name}-{i}", 81920)
+        for n in cluster.nodes
+        for i in range(n.gpus)
+    ]
+    js.sync_inventory(store, nodes, gpus, 0)
+    backend = FakeBackend(clock)
+    config = ControlConfig(
+        cluster=cluster,
+        policy=PolicySet.parse(policy),
+        preemption=PreemptionConfig(min_runtime=0, restart_overhead=0) if preempt else None,
+    )
+    return Controller(store, config, backend, clock=clock), backend
+
+
+def spec(runtime: float | None, gpus: float = 1, cls: str = "normal", **kw: Any) -> JobSpec:
+    env = {RUNTIME_VARIABLE: str(runtime)} if runtime is not None else {}
+    return JobSpec(
+        command=["train"], gpus=gpus, cpu=1, memory="1G", priority_class=cls, env=env, **kw
+    )
+
+
+def submit(store: Store, s: JobSpec, at: float, tenant: str = "lab") -> str:
+    rec = js.submit_job(
+        store,
+        spec=s.model_dump(mode="json"),
+        tenant=tenant,
+        user="ana",
+        name="",
+        queue=tenant,
+        priority_class=s.priority_class,
+        now_ms=round(at * 1000),
+    )
+    return rec.id
+
+
+def state(store: Store, job_id: str) -> str:
+    rec = js.get_job(store, job_id)
+    assert rec is not None
+    return rec.state
+
+
+def used(store: Store) -> int:
+    return sum(g.used_milli for _, gs in js.list_nodes(store) for g in gs)
+
+
+def test_jobs_run_to_the_end_and_are_metered(store: Store) -> None:
+    clock = Clock()
+    ctl, backend = make(store, clock)
+    ctl.recover()
+    a = submit(store, spec(100, gpus=4), clock.t)
+    b = submit(store, spec(50, gpus=0.5), clock.t)
+    ctl.step()
+    assert state(store, a) == "running" and state(store, b) == "running"
+    assert used(store) == 4500
+    launched = {(x.job_id, x.gpus, x.gpu_milli) for x in backend.launched}
+    assert len(launched) == 2 and any(g == 500 for _, _, g in launched)
+    clock.t += 60
+    ctl.step()
+    assert state(store, b) == "succeeded" and state(store, a) == "running"
+    clock.t += 60
+    ctl.step()
+    assert state(store, a) == "succeeded" and used(store) == 0
+    assert js.get_job(store, a).exit_code == 0  # type: ignore[union-attr]
+    records = list(read_usage(store))
+    assert {r.job_id for r in records} == {a, b}
+    assert sorted(r.key for r in records) == sorted(
+        r.key for r in recomputed_usage(store, ctl.config)
+    )
+
+
+def test_cancel_pending_and_running(store: Store) -> None:
+    clock = Clock()
+    ctl, _ = make(store, clock)
+    ctl.recover()
+    run = submit(store, spec(None, gpus=4, tasks=2), clock.t)
+    wait = submit(store, spec(10, gpus=4, tasks=2), clock.t)
+    ctl.step()
+    assert state(store, run) == "running" and state(store, wait) == "pending"
+    reason = js.get_job(store, wait).reason  # type: ignore[union-attr]
+    assert reason is not None and "no capacity" in reason
+    js.request_cancel(store, wait, 0, "ana")
+    js.request_cancel(store, run, 0, "ana")
+    ctl.step()
+    assert state(store, wait) == "cancelled"
+    ctl.step()
+    assert state(store, run) == "cancelled" and used(store) == 0
+
+
+def test_a_failing_task_fails_its_gang_and_max_runtime_is_a_failure(store: Store) -> None:
+    clock = Clock()
+    ctl, backend = make(store, clock)
+    ctl.recover()
+    slow = submit(store, spec(1000, gpus=1, max_runtime=30), clock.t)
+    ctl.step()
+    clock.t += 31
+    ctl.step()
+    rec = js.get_job(store, slow)
+    assert rec is not None and rec.state == "failed" and "max runtime" in (rec.reason or "")
+    assert used(store) == 0
+
+
+def test_a_high_job_preempts_a_spot_job_which_is_requeued_and_resumes(store: Store) -> None:
+    clock = Clock()
+    ctl, backend = make(store, clock, preempt=True)
+    ctl.recover()
+    spot = submit(store, spec(100, gpus=4, tasks=2, cls="spot"), clock.t)
+    ctl.step()
+    assert state(store, spot) == "running"
+    clock.t += 10
+    high = submit(store, spec(20, gpus=4, tasks=2, cls="high"), clock.t)
+    decisions = ctl.step()
+    assert [type(d).__name__ for d in decisions] == ["Preempt", "Admit"]
+    assert state(store, spot) == "pending" and state(store, high) == "admitted"
+    ctl.step()  # the victim's exit is seen; the preemptor starts
+    assert state(store, high) == "running"
+    clock.t += 20
+    ctl.step()
+    assert state(store, high) == "succeeded"
+    assert state(store, spot) == "running"
+    attempts = js.job_attempts(store, spot)
+    assert [(x.attempt, x.outcome) for x in attempts] == [(1, "preempted"), (2, None)]
+    clock.t += 100
+    ctl.step()
+    assert state(store, spot) == "succeeded" and used(store) == 0
+
+
+def test_restart_restores_running_jobs_and_adopts_them(store: Store) -> None:
+    clock = Clock()
+    ctl, backend = make(store, clock)
+    ctl.recover()
+    a = submit(store, spec(100, gpus=4), clock.t)
+    b = submit(store, spec(100, gpus=4), clock.t)
+    c = submit(store, spec(10, gpus=4), clock.t)
+    ctl.step()
+    assert [state(store, j) for j in (a, b, c)] == ["running", "running", "pending"]
+    # The control plane dies; a new one starts on the same store and backend world.
+    backend.restart()
+    ctl2 = Controller(store, ctl.config, backend, clock=clock)
+    ctl2.recover()
+    ctl2.step()
+    assert [state(store, j) for j in (a, b, c)] == ["running", "running", "pending"]
+    assert used(store) == 8000
+    clock.t += 100
+    ctl2.step()
+    assert state(store, a) == "succeeded" and state(store, c) == "running"
+    clock.t += 10
+    ctl2.step()
+    assert [state(store, j) for j in (a, b, c)] == ["succeeded"] * 3
+
+
+class Recording(Scheduler):
+    """The simulator's scheduler, recording each cycle's decisions with their time."""
+
+    log: list[tuple[float, Decision]] = []
+
+    def cycle(self, rng: Any, now: float = 0.0) -> list[Decision]:
+        out = super().cycle(rng, now)
+        Recording.log.extend((now, d) for d in out)
+        return out
+
+
+def _key(t: float, d: Decision) -> tuple[Any, ...]:
+    if isinstance(d, Admit):
+        return (round(t, 6), "admit", d.job.id, d.placement.tasks)
+    if isinstance(d, Preempt):
+        return (round(t, 6), "preempt", d.job.id, d.by, d.kind)
+    return (round(t, 6), type(d).__name__, d.job.id)
+
+
+def test_the_control_plane_decides_as_the_simulator_does(store: Store) -> None:
+    rnd = random.Random(7)
+    specs: list[tuple[float, JobSpec]] = []
+    t = 0.0
+    for _ in range(40):
+        t += rnd.choice([0, 5, 20, 60])
+        gpus = rnd.choice([0.25, 0.5, 1, 2, 4])
+        tasks = rnd.choice([1, 2]) if gpus >= 1 else 1
+        cls = rnd.choice(["spot", "normal", "normal", "high"])
+        specs.append((t, spec(rnd.choice([30, 90, 300]), gpus=gpus, cls=cls, tasks=tasks)))
+    # The simulator, on the same jobs.
+    jobs = [_sim_job(s, str(i + 1), at) for i, (at, s) in enumerate(specs)]
+    Recording.log = []
+    simulate(
+        load_cluster(CLUSTER),
+        jobs,
+        PolicySet.parse("fifo+best-fit"),
+        preemption=PreemptionConfig(min_runtime=0, restart_overhead=0),
+        scheduler=Recording,
+    )
+    expected = [_key(t, d) for t, d in Recording.log if isinstance(d, Admit | Preempt)]
+    # The control plane, driven from event to event by a fake clock.
+    clock = Clock(0.0)
+    ctl, backend = make(store, clock, preempt=True)
+    ctl.recover()
+    got: list[tuple[Any, ...]] = []
+    nxt = 0
+    while nxt < len(specs) or ctl.live or ctl.pending:
+        times = [specs[nxt][0]] if nxt < len(specs) else []
+        end = backend.next_exit_at()
+        if end is not None:
+            times.append(end)
+        if not times:
+            break
+        clock.t = min(times)
+        while nxt < len(specs) and specs[nxt][0] <= clock.t:
+            submit(store, specs[nxt][1], specs[nxt][0])
+            nxt += 1
+        for d in ctl.step():
+            if isinstance(d, Admit | Preempt):
+                got.append(_key(clock.t, d))
+        if ctl.live and backend.next_exit_at() == clock.t:
+            continue  # a stop at this instant: its exit is seen in a step at the same time
+    assert got == expected
+    assert len(expected) > 40  # every job admitted, and some preempted and admitted again
+    assert used(store) == 0
+
+
+def _sim_job(s: JobSpec, job_id: str, at: float) -> Any:
+    from dataclasses import replace
+
+    return replace(s.job(job_id, at, "lab", "lab"), runtime=float(s.env[RUNTIME_VARIABLE]))

@@ -1,0 +1,226 @@
+"""``suanli serve`` end to end: the real server on a loopback port, real processes.
+
+The server is built as ``suanli serve`` builds it (``cli.serve.build_server``) with two
+declared (virtual) GPUs, since this machine has none: jobs see the GPU indices they were
+given, which is what is checked. Every test runs on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from pg import fresh_schema, postgres_server  # noqa: F401  (postgres_server: a fixture)
+from suanli.cli.serve import Server, build_server
+
+BACKENDS = ("sqlite", "postgresql")
+PY = sys.executable
+DEADLINE_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Running:
+    server: Server
+    url: str
+    admin: str
+    state: Path
+    threads: list[threading.Thread]
+    uv: uvicorn.Server
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token or self.admin}"},
+            timeout=10,
+        )
+
+    def stop(self) -> None:
+        self.uv.should_exit = True
+        self.server.stop.set()
+        self.server.wake.set()
+        for t in self.threads:
+            t.join(timeout=20)
+        self.server.close()
+
+
+def start(state: Path, db: str | None, **options: Any) -> Running:
+    server = build_server(state, db=db, gpus=2, gpu_model="H100", **options)
+    port = free_port()
+    uv = uvicorn.Server(
+        uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning")
+    )
+    loop = threading.Thread(
+        target=server.controller.run, args=(server.stop, server.wake, 0.1), daemon=True
+    )
+    http = threading.Thread(target=uv.run, daemon=True)
+    loop.start()
+    http.start()
+    deadline = time.monotonic() + DEADLINE_S
+    while not uv.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    assert server.token_file is not None
+    admin = server.token_file.read_text().strip()
+    return Running(server, f"http://127.0.0.1:{port}", admin, state, [loop, http], uv)
+
+
+@pytest.fixture(params=BACKENDS)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | None]:
+    if request.param == "sqlite":
+        yield None
+    else:
+        with fresh_schema(request.getfixturevalue("postgres_server")) as url:
+            yield url
+
+
+@pytest.fixture
+def srv(tmp_path: Path, db: str | None) -> Iterator[Running]:
+    r = start(tmp_path / "state", db, preempt=True, min_runtime=0)
+    yield r
+    r.stop()
+
+
+def submit(c: httpx.Client, **spec: Any) -> str:
+    r = c.post("/v1/jobs", json=spec)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def wait_state(c: httpx.Client, job_id: str, *states: str) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        job = c.get(f"/v1/jobs/{job_id}").json()["job"]
+        if job["state"] in states:
+            return dict(job)
+        assert time.monotonic() < deadline, f"job {job_id} stuck in {job['state']}: {job}"
+        time.sleep(0.05)
+
+
+def logs(c: httpx.Client, job_id: str, **params: Any) -> str:
+    r = c.get(f"/v1/jobs/{job_id}/logs", params=params)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def test_a_job_sees_the_gpus_it_was_given(srv: Running) -> None:
+    with srv.client() as c:
+        show = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['SUANLI_JOB_ID'])"
+        whole = submit(c, command=[PY, "-c", show], gpus=2, tenant="lab")
+        done = wait_state(c, whole, "succeeded", "failed")
+        assert done["state"] == "succeeded" and done["exit_code"] == 0
+        assert logs(c, whole).split() == ["0,1", whole]
+        share = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['CUDA_MPS_ACTIVE_THREAD_PERCENTAGE'])"
+        half = submit(c, command=[PY, "-c", share], gpus=0.5, gpu_memory="20G", tenant="lab")
+        assert wait_state(c, half, "succeeded", "failed")["state"] == "succeeded"
+        gpu, pct = logs(c, half).split()
+        assert gpu in ("0", "1") and pct == "50"
+        nodes = c.get("/v1/nodes").json()["nodes"]
+        assert sum(g["used_milli"] for n in nodes for g in n["gpus"]) == 0
+        metrics = c.get("/metrics").text
+        assert 'suanli_gpus_total{model="H100"} 2.0' in metrics
+        assert 'suanli_admissions_total{queue="lab"} 2.0' in metrics
+        assert 'suanli_jobs{queue="lab",state="succeeded"} 2.0' in metrics
+        assert "suanli_scheduling_cycle_seconds_count" in metrics
+
+
+def test_cancel_and_max_runtime(srv: Running) -> None:
+    with srv.client() as c:
+        sleeper = submit(c, command=["sleep", "60"], gpus=1, tenant="lab", grace=1)
+        wait_state(c, sleeper, "running")
+        assert c.post(f"/v1/jobs/{sleeper}/cancel").status_code == 202
+        assert wait_state(c, sleeper, "cancelled", "failed")["state"] == "cancelled"
+        limited = submit(c, command=["sleep", "60"], gpus=1, tenant="lab", max_runtime=1, grace=1)
+        job = wait_state(c, limited, "failed", "succeeded")
+        assert job["state"] == "failed" and "max runtime" in job["reason"]
+
+
+CHECKPOINTED = """
+import os, signal, sys, time
+ckpt = os.path.join(os.environ["SUANLI_CHECKPOINT_DIR"], "step")
+step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
+print("attempt", os.environ["SUANLI_ATTEMPT"], "resumes at", step, flush=True)
+def save(*_):
+    open(ckpt, "w").write(str(step)); sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+while step < 30:
+    step += 1; time.sleep(0.05)
+    if step == 10: open(ckpt, "w").write(str(step))
+print("done at", step, flush=True)
+"""
+
+
+def test_a_high_job_preempts_a_spot_job_which_resumes_from_its_checkpoint(
+    srv: Running, tmp_path: Path
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    with srv.client() as c:
+        spot = submit(
+            c,
+            command=[PY, "-c", CHECKPOINTED.replace("step < 30", "step < 10**9")],
+            gpus=2,
+            tenant="lab",
+            priority_class="spot",
+            checkpoint_dir=str(ckpt),
+        )
+        wait_state(c, spot, "running")
+        deadline = time.monotonic() + DEADLINE_S
+        while not (ckpt / "step").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        high = submit(
+            c, command=[PY, "-c", "print('high')"], gpus=2, tenant="lab", priority_class="high"
+        )
+        assert wait_state(c, high, "succeeded", "failed")["state"] == "succeeded"
+        detail = c.get(f"/v1/jobs/{spot}").json()
+        assert detail["attempts"][0]["outcome"] == "preempted"
+        assert "preempted" in [e["kind"] for e in detail["history"]]
+        job = wait_state(c, spot, "running")
+        assert job["attempts"] == 2
+        deadline = time.monotonic() + DEADLINE_S
+        while "resumes at" not in logs(c, spot, attempt=2):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        saved = int(logs(c, spot, attempt=2).split()[-1])
+        assert saved >= 10  # resumed from the checkpoint written on SIGTERM
+        c.post(f"/v1/jobs/{spot}/cancel")
+        wait_state(c, spot, "cancelled")
+
+
+def test_two_tenants_cannot_see_each_other(srv: Running) -> None:
+    with srv.client() as admin:
+        tokens = {}
+        for tenant in ("vision", "nlp"):
+            r = admin.post(
+                "/v1/tokens",
+                json={"name": tenant, "role": "user", "tenant": tenant, "user": f"{tenant}-ana"},
+            )
+            assert r.status_code == 201, r.text
+            tokens[tenant] = r.json()["token"]
+    with srv.client(tokens["vision"]) as vision, srv.client(tokens["nlp"]) as nlp:
+        mine = submit(vision, command=["true"], gpus=0)
+        assert nlp.get(f"/v1/jobs/{mine}").status_code == 404
+        # Exactly what a job that does not exist gets.
+        assert nlp.get("/v1/jobs/999999").json() == {"error": "no job '999999'", "fields": []}
+        assert nlp.get(f"/v1/jobs/{mine}").json() == {"error": f"no job '{mine}'", "fields": []}
+        assert nlp.post(f"/v1/jobs/{mine}/cancel").status_code == 404
+        assert nlp.get(f"/v1/jobs/{mine}/logs").status_code == 404
+        assert [j["id"] for j in nlp.get("/v1/jobs").json()["jobs"]] == []
+        assert [j["id"] for j in vision.get("/v1/jobs").json()["jobs"]] == [mine]
+        assert wait_state(vision, mine, "succeeded")["tenant"] == "vision"
