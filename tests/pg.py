@@ -160,3 +160,19 @@ def fresh_schema(server_url: str) -> Iterator[str]:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         admin.dispose()
+
+
+BACKENDS = ("sqlite", "postgresql")
+"""The store backends a test runs on when it parametrises over ``BACKENDS``."""
+
+
+@contextmanager
+def store_location(request: Any, tmp_path: Path, filename: str = "suanli.db") -> Iterator[str]:
+    """Where to open an empty store on the backend ``request.param`` names (a test
+    parametrised over ``BACKENDS``): a SQLite file under ``tmp_path``, or a fresh schema
+    on the session's PostgreSQL server (dropped afterwards)."""
+    if request.param == "sqlite":
+        yield str(tmp_path / filename)
+    else:
+        with fresh_schema(request.getfixturevalue("postgres_server")) as url:
+            yield url

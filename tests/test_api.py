@@ -21,7 +21,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from pg import fresh_schema, postgres_server  # noqa: F401  (postgres_server: a fixture)
+from pg import BACKENDS, postgres_server, store_location  # noqa: F401  (postgres_server: a fixture)
 from suanli.control.metrics import ControlMetrics
 from suanli.metering.charges import Charge
 from suanli.store import Store, open_store, post_charges
@@ -34,22 +34,16 @@ with warnings.catch_warnings():
 
 from suanli.api.app import create_app  # noqa: E402
 
-BACKENDS = ("sqlite", "postgresql")
 NOW = 1_764_000_000_000
 JOB = {"command": ["python", "train.py"], "gpus": 1}
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        s = open_store(tmp_path / "suanli.db")
+    with store_location(request, tmp_path) as where:
+        s = open_store(where)
         yield s
         s.close()
-    else:
-        with fresh_schema(request.getfixturevalue("postgres_server")) as url:
-            s = open_store(url)
-            yield s
-            s.close()
 
 
 @dataclass

@@ -273,3 +273,30 @@ def _sim_job(s: JobSpec, job_id: str, at: float) -> Any:
     from dataclasses import replace
 
     return replace(s.job(job_id, at, "lab", "lab"), runtime=float(s.env[RUNTIME_VARIABLE]))
+
+
+def test_a_launch_not_recorded_before_a_crash_is_adopted_not_rerun(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    ctl, backend = make(store, clock)
+    ctl.recover()
+    a = submit(store, spec(100, gpus=2, tasks=2), clock.t)
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt("the control plane dies between launch and record")
+
+    monkeypatch.setattr(js, "attempt_started", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ctl.step()
+    monkeypatch.undo()
+    assert state(store, a) == "admitted" and len(backend.launched) == 2
+    backend.restart()
+    ctl2 = Controller(store, ctl.config, backend, clock=clock)
+    ctl2.recover()
+    assert state(store, a) == "running" and len(backend.launched) == 2  # nothing rerun
+    clock.t += 100
+    ctl2.step()
+    rec = js.get_job(store, a)
+    assert rec is not None and (rec.state, rec.attempts) == ("succeeded", 1)
+    assert used(store) == 0

@@ -20,10 +20,9 @@ import httpx
 import pytest
 import uvicorn
 
-from pg import fresh_schema, postgres_server  # noqa: F401  (postgres_server: a fixture)
+from pg import BACKENDS, postgres_server, store_location  # noqa: F401  (postgres_server: a fixture)
 from suanli.cli.serve import Server, build_server
 
-BACKENDS = ("sqlite", "postgresql")
 PY = sys.executable
 DEADLINE_S = 30.0
 
@@ -59,7 +58,7 @@ class Running:
         self.server.close()
 
 
-def start(state: Path, db: str | None, **options: Any) -> Running:
+def start(state: Path, db: str, **options: Any) -> Running:
     server = build_server(state, db=db, gpus=2, gpu_model="H100", **options)
     port = free_port()
     uv = uvicorn.Server(
@@ -81,16 +80,13 @@ def start(state: Path, db: str | None, **options: Any) -> Running:
 
 
 @pytest.fixture(params=BACKENDS)
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-    else:
-        with fresh_schema(request.getfixturevalue("postgres_server")) as url:
-            yield url
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with store_location(request, tmp_path) as where:
+        yield where
 
 
 @pytest.fixture
-def srv(tmp_path: Path, db: str | None) -> Iterator[Running]:
+def srv(tmp_path: Path, db: str) -> Iterator[Running]:
     r = start(tmp_path / "state", db, preempt=True, min_runtime=0)
     yield r
     r.stop()

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pg import fresh_schema, postgres_server  # noqa: F401  (postgres_server: a fixture)
+from pg import BACKENDS, postgres_server, store_location  # noqa: F401  (postgres_server: a fixture)
 from suanli.backends.inventory import declared
 from suanli.control.loop import ControlConfig
 from suanli.control.metering import recomputed_usage
@@ -41,8 +41,8 @@ from suanli.store import jobs as js
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICES = ROOT / "examples" / "prices.yaml"
-BACKENDS = ("sqlite", "postgresql")
 DEADLINE_S = 60.0
+MAX_SUBMISSIONS = 400  # a bound on the jobs to run afterwards
 
 
 def free_port() -> int:
@@ -76,18 +76,16 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(params=BACKENDS)
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "suanli.db")
-    else:
-        with fresh_schema(request.getfixturevalue("postgres_server")) as url:
-            yield url
+    with store_location(request, tmp_path) as where:
+        yield where
 
 
 def gpu_accounts_agree(db: str) -> dict[tuple[str, int], int]:
     store = open_store(db)
     try:
-        claimed = js.claims(store)
-        used = {(g.node, g.idx): g.used_milli for _, gs in js.list_nodes(store) for g in gs}
+        with store.read() as snapshot:  # both at one instant, while the server runs
+            claimed = js.claims(snapshot)
+            used = {(g.node, g.idx): g.used_milli for _, gs in js.list_nodes(snapshot) for g in gs}
     finally:
         store.close()
     for key, milli in used.items():
@@ -115,18 +113,21 @@ def test_kill_9_loses_no_acknowledged_job_and_double_allocates_nothing(
             assert time.monotonic() < deadline
             time.sleep(0.05)
         acknowledged: list[str] = []
+        refused: list[int] = []
         stop = threading.Event()
 
         def submitter() -> None:
             short: dict[str, Any] = {"command": ["true"], "gpus": 0.5, "tenant": "lab"}
             with httpx.Client(base_url=url, headers=headers, timeout=2) as sc:
-                while not stop.is_set():
+                while not stop.is_set() and len(acknowledged) < MAX_SUBMISSIONS:
                     try:
                         r = sc.post("/v1/jobs", json=short)
                     except httpx.HTTPError:
-                        continue  # the server is down: not acknowledged
+                        refused.append(1)  # the server is down: not acknowledged
+                        continue
                     if r.status_code == 201:
                         acknowledged.append(r.json()["id"])
+                    time.sleep(0.005)  # paced, so that submissions still arrive at the kill
 
         t = threading.Thread(target=submitter)
         t.start()
@@ -137,6 +138,7 @@ def test_kill_9_loses_no_acknowledged_job_and_double_allocates_nothing(
         stop.set()
         t.join()
         assert acknowledged, "no submission was acknowledged before the kill"
+        assert refused, "the submissions stopped before the kill"
         gpu_accounts_agree(db)
         # Restart on the same state.
         proc = serve(state, db, port)

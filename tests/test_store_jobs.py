@@ -12,27 +12,21 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pg import fresh_schema, postgres_server  # noqa: F401  (postgres_server: a fixture)
+from pg import BACKENDS, postgres_server, store_location  # noqa: F401  (postgres_server: a fixture)
 from suanli.store import Store, open_store
 from suanli.store import jobs as js
 from suanli.store.schema import gpu_claims, gpus, job_events
 from suanli.store.tokens import TokenError, authenticate, create_token, list_tokens, revoke_token
 
-BACKENDS = ("sqlite", "postgresql")
 NOW = 1_764_000_000_000
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        s = open_store(tmp_path / "suanli.db")
+    with store_location(request, tmp_path) as where:
+        s = open_store(where)
         yield s
         s.close()
-    else:
-        with fresh_schema(request.getfixturevalue("postgres_server")) as url:
-            s = open_store(url)
-            yield s
-            s.close()
 
 
 def inventory(store: Store, n_gpus: int = 2) -> None:

@@ -200,36 +200,21 @@ class Controller:
 
     def _unrecorded_launch(self, live: _Attempt, now: float) -> None:
         """An attempt admitted but not recorded as started when the control plane stopped.
-        If none of its tasks was launched, it starts as usual (``_launch_ready``); if some
-        were, they are adopted and stopped, and the job is requeued as after a lost attempt.
-        """
-        tasks = range(len(live.placement.tasks))
-        found = [self.backend.find(live.job.id, live.attempt, t) for t in tasks]
-        handles = [h for h in found if h is not None]
-        if not handles:
+        If none of its tasks was launched, it starts as usual (``_launch_ready``). If some
+        were (found by the handle file each launch writes), they are adopted, the others
+        launched, and the attempt goes on: work already running is not thrown away."""
+        found = {
+            t: h
+            for t in range(len(live.placement.tasks))
+            if (h := self.backend.find(live.job.id, live.attempt, t)) is not None
+        }
+        if not found:
             return
-        for h in handles:
-            live.handles[h.task] = h
-        live.why_stopping = Outcome.LOST
-        live.state = "stopping"
-        with self.store.begin() as conn:
-            js.attempt_stopping(conn, live.job.id, live.attempt, _ms(now), "restart")
-        for e in self.backend.adopt(handles):
-            live.exits[e.handle.task] = e
-        self._send_stop(live)
-        # Tasks never launched will never exit: count them as lost now.
-        for t in tasks:
-            if t not in live.handles:
-                live.exits[t] = Exit(
-                    Handle(live.job.id, live.attempt, t, 0, 0, ""),
-                    Outcome.LOST,
-                    None,
-                    None,
-                    now,
-                    "not started before a restart",
-                )
-        if len(live.exits) >= len(live.placement.tasks):
-            self._attempt_over(live, now)
+        ended = self.backend.adopt(found.values())
+        live.handles.update(found)
+        self._launch(live, now)
+        for e in ended:
+            self._task_exited(e, now)
 
     def _send_stop(self, live: _Attempt) -> None:
         """Send the stop to every task of ``live`` that has not exited."""
@@ -329,6 +314,7 @@ class Controller:
         if rec.id in self.pending and self.sched.remove(rec.id):
             del self.pending[rec.id]
             js.set_job_state(self.store, rec.id, "cancelled", _ms(now), reason="cancelled")
+            self.cancelling.discard(rec.id)
             return
         for live in self.live.values():
             if live.job.id == rec.id and live.state != "stopping":
@@ -418,6 +404,8 @@ class Controller:
         spec = live.spec
         try:
             for i, tp in enumerate(live.placement.tasks):
+                if i in live.handles:
+                    continue  # launched before a restart and adopted (_unrecorded_launch)
                 fractional = 0 < tp.gpu_milli < 1000
                 live.handles[i] = self.backend.launch(
                     Launch(
@@ -645,6 +633,4 @@ def _stopping_outcome(detail: str | None) -> Outcome:
         return Outcome.PREEMPTED
     if detail == "cancel requested":
         return Outcome.CANCELLED
-    if detail == "restart":
-        return Outcome.LOST
     return Outcome.FAILED

@@ -88,8 +88,12 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read transaction: one consistent snapshot for the whole block."""
+        """A read transaction: one consistent snapshot for the whole block (SQLite's
+        write-ahead log gives one; on PostgreSQL the transaction is REPEATABLE READ, since
+        its default, READ COMMITTED, takes a new snapshot for each statement)."""
         with self.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
                 yield conn
 
