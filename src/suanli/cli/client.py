@@ -23,6 +23,7 @@ from suanli.cli.client_http import (
     TokenOption,
     console,
     print_json,
+    print_rows,
     when,
 )
 from suanli.cli.errors import fail
@@ -173,20 +174,17 @@ def queue_command(
     if as_json:
         print_json({"jobs": jobs, "next": None})
         return
-    from rich.table import Table
-
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    for col in ("JOB", "NAME", "USER", "QUEUE", "CLASS", "STATE", "TRIES", "SUBMITTED"):
-        table.add_column(col, no_wrap=True, justify="right" if col in ("JOB", "TRIES") else "left")
-    table.add_column("REASON")
-    for j in jobs:
-        state_text = j["state"] + (" (cancelling)" if j["cancel_requested"] and j["state"]
-                                   in LIVE_STATES else "")  # fmt: skip
-        table.add_row(
-            j["id"], j["name"], j["user"], j["queue"], j["priority_class"], state_text,
+    rows = (
+        (
+            j["id"], j["name"], j["user"], j["queue"], j["priority_class"],
+            j["state"] + (" (cancelling)" if j["cancel_requested"] and j["state"] in LIVE_STATES
+                          else ""),
             str(j["attempts"]), when(j["submitted_at"]), j["reason"] or "",
-        )  # fmt: skip
-    console().print(table)
+        )
+        for j in jobs
+    )  # fmt: skip
+    columns = ("JOB", "NAME", "USER", "QUEUE", "CLASS", "STATE", "TRIES", "SUBMITTED", "REASON")
+    print_rows(columns, rows, right=("JOB", "TRIES"), wrap=("REASON",))
 
 
 def show_command(
@@ -339,19 +337,16 @@ def nodes_command(
     if as_json:
         print_json(data)
         return
-    from rich.table import Table
-
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    for col in ("NODE", "STATE", "GPUS", "MODEL", "GPU USED", "CPU", "MEMORY", "SOURCE"):
-        table.add_column(col, no_wrap=True)
-    for n in data["nodes"]:
-        used = sum(g["used_milli"] for g in n["gpus"]) / 1000
-        table.add_row(
+    rows = (
+        (
             n["name"], "up" if n["healthy"] else "down", str(n["gpu_count"]),
-            n["gpu_model"] or "-", f"{used:g}/{len(n['gpus'])}", f"{n['cpu_milli'] / 1000:g}",
-            f"{n['memory_mib'] / 1024:.0f}G", n["source"],
-        )  # fmt: skip
-    console().print(table)
+            n["gpu_model"] or "-",
+            f"{sum(g['used_milli'] for g in n['gpus']) / 1000:g}/{len(n['gpus'])}",
+            f"{n['cpu_milli'] / 1000:g}", f"{n['memory_mib'] / 1024:.0f}G", n["source"],
+        )
+        for n in data["nodes"]
+    )  # fmt: skip
+    print_rows(("NODE", "STATE", "GPUS", "MODEL", "GPU USED", "CPU", "MEMORY", "SOURCE"), rows)
 
 
 def usage_command(
@@ -370,19 +365,13 @@ def usage_command(
     if as_json:
         print_json(data)
         return
-    from rich.table import Table
-
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    for d in data["by"]:
-        table.add_column(d.upper(), no_wrap=True)
-    for col in ("CURRENCY", "AMOUNT", "QUANTITY", "ENTRIES"):
-        table.add_column(col, no_wrap=True, justify="left" if col == "CURRENCY" else "right")
-    for t in data["totals"]:
-        table.add_row(
-            *(t["group"][d] for d in data["by"]), t["currency"], t["amount"], t["quantity"],
-            str(t["entries"]),
-        )  # fmt: skip
-    console().print(table)
+    figures = ("AMOUNT", "QUANTITY", "ENTRIES")
+    rows = (
+        (*(t["group"][d] for d in data["by"]), t["currency"], t["amount"], t["quantity"],
+         str(t["entries"]))
+        for t in data["totals"]
+    )  # fmt: skip
+    print_rows((*(d.upper() for d in data["by"]), "CURRENCY", *figures), rows, right=figures)
 
 
 __all__ = [

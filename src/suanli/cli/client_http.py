@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -130,6 +131,25 @@ def error_of(r: httpx.Response) -> str:
 
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def print_rows(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    right: Collection[str] = (),
+    wrap: Collection[str] = (),
+) -> None:
+    """Print ``rows`` under ``columns`` in the client's list format: bold headers, no box,
+    cells on one line (but those of ``wrap``), right-aligned for ``right``."""
+    from rich.table import Table
+
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    for col in columns:
+        table.add_column(col, no_wrap=col not in wrap, justify="right" if col in right else "left")
+    for row in rows:
+        table.add_row(*row)
+    console().print(table)
 
 
 def console() -> Console:

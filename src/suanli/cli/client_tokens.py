@@ -12,8 +12,8 @@ from suanli.cli.client_http import (
     JsonOption,
     ServerOption,
     TokenOption,
-    console,
     print_json,
+    print_rows,
     when,
 )
 
@@ -63,17 +63,13 @@ def list_(
     if as_json:
         print_json(data)
         return
-    from rich.table import Table
-
-    table = Table(header_style="bold", box=None, pad_edge=False)
-    for col in ("ID", "NAME", "ROLE", "TENANT", "USER", "CREATED", "REVOKED"):
-        table.add_column(col, no_wrap=True, justify="right" if col == "ID" else "left")
-    for t in data["tokens"]:
-        table.add_row(
-            str(t["id"]), t["name"], t["role"], t["tenant"] or "*", t["user"],
-            when(t["created_at"]), when(t["revoked_at"]),
-        )  # fmt: skip
-    console().print(table)
+    rows = (
+        (str(t["id"]), t["name"], t["role"], t["tenant"] or "*", t["user"],
+         when(t["created_at"]), when(t["revoked_at"]))
+        for t in data["tokens"]
+    )  # fmt: skip
+    columns = ("ID", "NAME", "ROLE", "TENANT", "USER", "CREATED", "REVOKED")
+    print_rows(columns, rows, right=("ID",))
 
 
 @token_app.command("revoke")
