@@ -155,6 +155,21 @@ def test_health_needs_no_token_and_metrics_do(api: Api, store: Store, tmp_path: 
     assert public.client.get("/metrics").status_code == 200
 
 
+def test_metrics_read_gpu_telemetry_at_each_scrape(store: Store, tmp_path: Path) -> None:
+    # Stands in for NVML's readings (this machine has no GPU): serve passes backends.inventory's.
+    from suanli.backends.inventory import GpuSample
+
+    readings = [
+        {("n0", 0): GpuSample(30, 1024, 250.0, 55)},
+        {("n0", 0): GpuSample(90, 2048, None, 60)},
+    ]
+    api = make_api(store, tmp_path, telemetry=lambda: readings.pop(0))
+    assert 'suanli_gpu_utilization_ratio{gpu="0",node="n0"} 0.3' in api.get("/metrics", "ana").text
+    text = api.get("/metrics", "ana").text
+    assert 'suanli_gpu_utilization_ratio{gpu="0",node="n0"} 0.9' in text
+    assert "suanli_gpu_power_watts{" not in text  # no longer reported
+
+
 # --- jobs ---------------------------------------------------------------------------------
 
 

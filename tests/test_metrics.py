@@ -144,3 +144,29 @@ def test_instances_are_independent() -> None:
     assert sb[("suanli_scheduling_cycle_seconds_count", key())] == 0
     # Nothing lands in the process-wide default registry.
     assert REGISTRY.get_sample_value("suanli_admissions_total", {"queue": "q"}) is None
+
+
+def test_gpu_telemetry_gauges_are_replaced_and_skip_what_a_gpu_does_not_report() -> None:
+    from suanli.backends.inventory import GpuSample
+
+    m = ControlMetrics()
+    m.set_gpu_samples(
+        {
+            ("n0", 0): GpuSample(87, 40_000, 412.5, 61),
+            ("n0", 1): GpuSample(0, 512, None, None),
+        }
+    )
+    s = scrape(m)
+    assert series(s, "suanli_gpu_utilization_ratio") == {
+        key(node="n0", gpu="0"): 0.87,
+        key(node="n0", gpu="1"): 0.0,
+    }
+    assert series(s, "suanli_gpu_memory_used_bytes")[key(node="n0", gpu="0")] == 40_000 * 2**20
+    assert series(s, "suanli_gpu_power_watts") == {key(node="n0", gpu="0"): 412.5}
+    assert series(s, "suanli_gpu_temperature_celsius") == {key(node="n0", gpu="0"): 61}
+    m.set_gpu_samples({("n0", 1): GpuSample(50, 1024, 100.0, 40)})  # GPU 0 gone
+    s = scrape(m)
+    assert series(s, "suanli_gpu_utilization_ratio") == {key(node="n0", gpu="1"): 0.5}
+    assert series(s, "suanli_gpu_power_watts") == {key(node="n0", gpu="1"): 100.0}
+    m.set_gpu_samples({})
+    assert series(scrape(m), "suanli_gpu_memory_used_bytes") == {}

@@ -13,7 +13,7 @@ in ``suanli.api.middleware``.
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,7 +30,7 @@ from suanli.api.batch import SubmitBatcher
 from suanli.api.errors import ApiError, install, invalid
 from suanli.api.logs import read_range, tail_offset
 from suanli.api.middleware import Guard
-from suanli.control.metrics import ControlMetrics
+from suanli.control.metrics import ControlMetrics, GpuReading
 from suanli.control.spec import JobSpec
 from suanli.store import Store
 from suanli.store import jobs as js
@@ -143,6 +143,7 @@ def create_app(
     clock_ms: Callable[[], int] = now_ms,
     max_body_bytes: int = 1_048_576,
     metrics_public: bool = False,
+    telemetry: Callable[[], Mapping[tuple[str, int], GpuReading]] = dict,
 ) -> FastAPI:
     """The API over ``store`` (see the module docstring and ``docs`` for the endpoints)."""
     app = FastAPI(
@@ -429,6 +430,7 @@ def create_app(
 
     def scrape() -> Response:
         metrics.set_jobs(js.job_counts(store))
+        metrics.set_gpu_samples(telemetry())  # read now: each scrape sees current readings
         body, content_type = metrics.render()
         return Response(body, media_type=content_type)
 

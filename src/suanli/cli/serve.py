@@ -206,6 +206,7 @@ def build_server(
     """Open the store, take the inventory, and build the controller, backend and API."""
     from suanli.api.app import create_app
     from suanli.backends.inventory import declared, detect
+    from suanli.backends.inventory import telemetry as nvml_telemetry
     from suanli.backends.local import LocalBackend
     from suanli.config.budgets import load_budgets
     from suanli.config.tenancy import load_tenancy
@@ -320,6 +321,12 @@ def build_server(
             for q in tenancy.tenancy.queues
         ]
 
+    def gpu_telemetry() -> dict[tuple[str, int], Any]:
+        if inventory.source != "nvml":
+            return {}  # declared GPUs have nothing to read
+        samples = nvml_telemetry([g.index for g in inventory.gpus])
+        return {(node.name, i): x for i, x in samples.items()}
+
     server.app = create_app(
         store,
         metrics=metrics,
@@ -328,5 +335,6 @@ def build_server(
         queues=queues,
         clock_ms=lambda: round(clock() * 1000),
         metrics_public=metrics_public,
+        telemetry=gpu_telemetry,
     )
     return server

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -93,6 +94,23 @@ class ControlMetrics:
         )
         self._gpu_models: set[str] = set()
         self._job_keys: set[tuple[str, str]] = set()
+        per_gpu = ["node", "gpu"]
+        self.gpu_utilization = Gauge(
+            "suanli_gpu_utilization_ratio",
+            "Share of the last sample period a GPU was busy (NVML), 0-1.",
+            per_gpu,
+            registry=r,
+        )
+        self.gpu_memory_used = Gauge(
+            "suanli_gpu_memory_used_bytes", "GPU memory in use (NVML).", per_gpu, registry=r
+        )
+        self.gpu_power = Gauge(
+            "suanli_gpu_power_watts", "GPU power draw (NVML).", per_gpu, registry=r
+        )
+        self.gpu_temperature = Gauge(
+            "suanli_gpu_temperature_celsius", "GPU temperature (NVML).", per_gpu, registry=r
+        )
+        self._gpu_keys: set[tuple[str, int]] = set()
 
     def set_gpus(self, total: Mapping[str, float], allocated: Mapping[str, float]) -> None:
         """Replace the GPU gauges: ``total`` and ``allocated`` GPUs by model name.
@@ -109,6 +127,31 @@ class ControlMetrics:
                 self.gpus_total.remove(model)
                 self.gpus_allocated.remove(model)
             self._gpu_models = models
+
+    def set_gpu_samples(self, samples: Mapping[tuple[str, int], GpuReading]) -> None:
+        """Replace the per-GPU telemetry gauges with ``samples[(node, gpu index)]`` (NVML's
+        readings; GPUs not given are removed, as are readings a GPU does not report)."""
+        keys = set(samples)
+        with self._lock:
+            for (node, gpu), x in samples.items():
+                labels = (node, str(gpu))
+                self.gpu_utilization.labels(*labels).set(x.utilization_pct / 100)
+                self.gpu_memory_used.labels(*labels).set(x.memory_used_mib * MIB)
+                for gauge, value in (
+                    (self.gpu_power, x.power_w),
+                    (self.gpu_temperature, x.temperature_c),
+                ):
+                    if value is None:
+                        _discard(gauge, labels)
+                    else:
+                        gauge.labels(*labels).set(value)
+            for node, gpu in self._gpu_keys - keys:
+                for gauge in self._gpu_gauges():
+                    _discard(gauge, (node, str(gpu)))
+            self._gpu_keys = keys
+
+    def _gpu_gauges(self) -> tuple[Gauge, ...]:
+        return (self.gpu_utilization, self.gpu_memory_used, self.gpu_power, self.gpu_temperature)
 
     def set_jobs(self, counts: Mapping[tuple[str, str], int]) -> None:
         """Replace the job gauge: ``counts[(state, queue)]`` jobs; pairs not given are
@@ -140,3 +183,27 @@ class ControlMetrics:
     def render(self) -> tuple[bytes, str]:
         """The exposition text of every metric and its content type, for ``GET /metrics``."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+MIB = 1 << 20
+
+
+class GpuReading(Protocol):
+    """What ``set_gpu_samples`` reads of a sample (``backends.inventory.GpuSample``)."""
+
+    @property
+    def utilization_pct(self) -> int: ...
+    @property
+    def memory_used_mib(self) -> int: ...
+    @property
+    def power_w(self) -> float | None: ...
+    @property
+    def temperature_c(self) -> int | None: ...
+
+
+def _discard(gauge: Gauge, labels: tuple[str, ...]) -> None:
+    """Remove one labelled series of ``gauge`` if it exists."""
+    try:
+        gauge.remove(*labels)
+    except KeyError:
+        pass
