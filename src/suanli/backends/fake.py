@@ -120,16 +120,13 @@ class FakeBackend:
         return exits
 
     def next_exit_at(self) -> float | None:
-        """When the next tracked task ends by itself (None: none will), for a driver that
+        """When the next tracked task ends, by itself or as stopped (None: none will), for a driver that
         advances a fake clock from event to event."""
         ends = [
-            natural.finished_at
+            end.finished_at
             for key in self._tracked
-            if (task := self._world[key]).stopped is None
-            and (natural := task.natural_exit()) is not None
+            if (end := self._world[key].stopped or self._world[key].natural_exit()) is not None
         ]
-        stopped = [self._world[k].stopped for k in self._tracked if self._world[k].stopped]
-        ends += [x.finished_at for x in stopped if x is not None]
         return min(ends, default=None)
 
     def stop(self, handle: Handle, outcome: Outcome) -> None:

@@ -182,6 +182,8 @@ class Server:
     wake: threading.Event = field(default_factory=threading.Event)
 
     def close(self) -> None:
+        if self.app is not None:
+            self.app.state.submissions.close()  # answers what is queued, then stops
         self.backend.close()
         self.store.close()
 

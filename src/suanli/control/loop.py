@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -140,6 +140,11 @@ class Controller:
         self.rng = np.random.default_rng(config.seed)
         self.node_names = [n.name for n in cluster.nodes]
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
+        self.gpus_total: dict[str, float] = {}  # GPUs per model, for the metrics
+        for n in cluster.nodes:
+            if n.gpu_model is not None:
+                name = n.gpu_model.name
+                self.gpus_total[name] = self.gpus_total.get(name, 0.0) + n.gpus
         self.live: dict[tuple[str, int], _Attempt] = {}
         self.pending: dict[str, tuple[js.JobRecord, JobSpec, Job]] = {}
         self.last_seq = 0
@@ -150,7 +155,7 @@ class Controller:
         self.reasons: dict[str, str] = {}  # job -> the reason this pass skipped it for
         self.written: dict[str, str | None] = {}  # pending job -> the reason in the store
         self.lost: dict[str, int] = {}
-        self._feasible: set[tuple[Any, int]] = set()
+        self._feasible: dict[tuple[Any, int], str | None] = {}  # shape -> why it never fits
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -164,9 +169,7 @@ class Controller:
             if rec is None:  # the job ended; the attempt row was left behind by a crash
                 self._end_attempt_row(a.job_id, a.attempt, now, "lost", None, "left over")
                 continue
-            spec = JobSpec.model_validate(rec.spec)
-            job = spec.job(rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue)
-            job = job.with_class(rec.priority_class)
+            spec, job = _job_of(rec)
             placement = self._placement_of(a.placement)
             live = _Attempt(job, rec, spec, a.attempt, placement, a.state)
             if a.state == "stopping":
@@ -282,9 +285,7 @@ class Controller:
         if rec.id in self.pending:
             return
         try:
-            spec = JobSpec.model_validate(rec.spec)
-            job = spec.job(rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue)
-            job = job.with_class(rec.priority_class)
+            spec, job = _job_of(rec)
             self._check_feasible(job)
             told = self.sched.submit(
                 job,
@@ -312,7 +313,7 @@ class Controller:
     def _cancel(self, rec: js.JobRecord, now: float) -> None:
         self.cancelling.add(rec.id)
         if rec.id in self.pending and self.sched.remove(rec.id):
-            del self.pending[rec.id]
+            self._leave_pending(rec.id)
             js.set_job_state(self.store, rec.id, "cancelled", _ms(now), reason="cancelled")
             self.cancelling.discard(rec.id)
             return
@@ -330,8 +331,8 @@ class Controller:
             self.reasons[d.job.id] = str(d.reason)
 
     def _admit(self, d: Admit, now: float) -> None:
-        rec, spec, _ = self.pending.pop(d.job.id)
-        attempt = self._next_attempt(rec.id)
+        rec, spec, _ = self._leave_pending(d.job.id)
+        attempt = rec.attempts + 1
         live = _Attempt(d.job, rec, spec, attempt, d.placement, "admitted")
         try:
             with self.store.begin() as conn:
@@ -361,9 +362,7 @@ class Controller:
         # As the simulator: the victim is requeued at once; its resources were released
         # in the view by the cycle itself.
         self.sched.submit(d.job, now, requeued=True)
-        rec = js.get_job(self.store, live.job.id)
-        assert rec is not None
-        self.pending[live.job.id] = (rec, live.spec, d.job)
+        self._requeued(live, d.job)
         if self.metrics is not None:
             self.metrics.preempted(d.job.queue, d.kind)
         live.why_stopping = Outcome.PREEMPTED
@@ -502,9 +501,7 @@ class Controller:
                 event="requeued",
             )
             self.sched.submit(live.job, now, requeued=True)
-            rec = js.get_job(self.store, job_id)
-            assert rec is not None
-            self.pending[job_id] = (rec, live.spec, live.job)
+            self._requeued(live, live.job)
             return
         else:
             bad = first_bad or exits[-1]
@@ -530,12 +527,18 @@ class Controller:
 
     # ------------------------------------------------------------------ bookkeeping
     def _check_feasible(self, job: Job) -> None:
-        """``ImpossibleJobError`` if no state of the cluster could ever hold ``job`` (as the
-        simulator checks a trace), remembered per request shape."""
+        """``SpecError`` if no state of the cluster could ever hold ``job`` (as the simulator
+        checks a trace), remembered per request shape, refusals included."""
         key = (job.task, job.min_tasks)
         if key not in self._feasible:
-            check_feasible(self.config.cluster, [job])
-            self._feasible.add(key)
+            try:
+                check_feasible(self.config.cluster, [job])
+                self._feasible[key] = None
+            except SpecError as e:  # "job <id> can never run ...": kept without the id
+                self._feasible[key] = str(e).removeprefix(f"job {job.id} ")
+        refused = self._feasible[key]
+        if refused is not None:
+            raise SpecError(f"job {job.id} {refused}")
 
     def _preempted_at(self, job_id: str) -> list[float]:
         """When the job's earlier attempts were preempted (the anti-thrash history)."""
@@ -545,10 +548,16 @@ class Controller:
             if a.outcome == "preempted" and a.ended_ms is not None
         ]
 
-    def _next_attempt(self, job_id: str) -> int:
-        rec = js.get_job(self.store, job_id)
-        assert rec is not None
-        return rec.attempts + 1
+    def _requeued(self, live: _Attempt, job: Job) -> None:
+        """``live``'s job is pending again (already in the store and the scheduler); its
+        next attempt is the one after ``live``."""
+        rec = replace(live.record, state="pending", attempts=live.attempt)
+        self.pending[job.id] = (rec, live.spec, job)
+
+    def _leave_pending(self, job_id: str) -> tuple[js.JobRecord, JobSpec, Job]:
+        """Take ``job_id`` out of the pending jobs (admitted or cancelled)."""
+        self.written.pop(job_id, None)
+        return self.pending.pop(job_id)
 
     def _live_of(self, job_id: str) -> _Attempt | None:
         found = [a for a in self.live.values() if a.job.id == job_id and a.state != "stopping"]
@@ -592,10 +601,8 @@ class Controller:
             if job_id in self.pending and self.written.get(job_id) != text:
                 changed[job_id] = self.written[job_id] = text
         self.reasons.clear()
-        if len(self.written) > 2 * len(self.pending) + 1000:
-            self.written = {j: t for j, t in self.written.items() if j in self.pending}
         if changed:
-            js.set_reasons(self.store, changed, _ms(now))
+            js.set_reasons(self.store, changed)
 
     def _meter(self) -> None:
         for a in js.unmetered_attempts(self.store):
@@ -603,14 +610,10 @@ class Controller:
             if rec is None or a.started_ms is None:
                 js.mark_metered(self.store, a.job_id, a.attempt)
                 continue
-            meter_attempt(self.store, rec, a, self.config, self.node_names, self.clock())
+            meter_attempt(self.store, rec, a, self.config, self.clock())
 
     def _gauges(self) -> None:
         assert self.metrics is not None
-        total: dict[str, float] = {}
-        for n in self.config.cluster.nodes:
-            if n.gpu_model is not None:
-                total[n.gpu_model.name] = total.get(n.gpu_model.name, 0.0) + n.gpus
         allocated: dict[str, float] = {}
         for live in self.live.values():
             if live.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
@@ -621,7 +624,15 @@ class Controller:
                     allocated[model.name] = (
                         allocated.get(model.name, 0.0) + tp.gpu_milli * len(tp.gpus) / 1000
                     )
-        self.metrics.set_gpus(total, allocated)
+        self.metrics.set_gpus(self.gpus_total, allocated)
+
+
+def _job_of(rec: js.JobRecord) -> tuple[JobSpec, Job]:
+    """A stored job's spec and its core job (in its stored class: a budget may have
+    demoted it)."""
+    spec = JobSpec.model_validate(rec.spec)
+    job = spec.job(rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue, rec.priority_class)
+    return spec, job
 
 
 def _ms(seconds: float) -> int:

@@ -13,7 +13,6 @@ must hold exactly those (the crash-safety check compares the two).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +63,6 @@ def meter_attempt(
     rec: js.JobRecord,
     a: js.AttemptRecord,
     config: ControlConfig,
-    node_names: Sequence[str],
     now_s: float | None = None,
 ) -> int:
     """Write the usage (and charges) of ended attempt ``a`` and flag it metered, in one

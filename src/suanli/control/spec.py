@@ -99,7 +99,7 @@ class JobSpec(BaseModel):
     def _command(cls, v: list[str]) -> list[str]:
         if not v[0]:
             raise ValueError("the program name (first element) must not be empty")
-        if any("\0" in a for a in v):
+        if "\0" in "".join(v):
             raise ValueError("arguments must not contain NUL characters")
         return v
 
@@ -176,9 +176,17 @@ class JobSpec(BaseModel):
         except SpecError as e:
             raise ValueError(str(e)) from None
 
-    def job(self, job_id: str, submit: float, tenant: str, queue: str) -> Job:
+    def job(
+        self,
+        job_id: str,
+        submit: float,
+        tenant: str,
+        queue: str,
+        priority_class: str | None = None,
+    ) -> Job:
         """The core's job for this spec: submitted at ``submit`` (seconds on the control
-        plane's clock) for ``tenant`` in ``queue``. Its ``runtime`` is unknown to a live
+        plane's clock) for ``tenant`` in ``queue``, in ``priority_class`` if given (a budget
+        may have demoted it) else the spec's. Its ``runtime`` is unknown to a live
         scheduler; the maximum runtime (else infinity) stands in, and ``estimate`` is the
         user's, for backfill."""
         return Job(
@@ -190,7 +198,7 @@ class JobSpec(BaseModel):
             gang_min=self.gang_min,
             tenant=tenant,
             queue=queue,
-            priority_class=self.priority_class,
+            priority_class=priority_class or self.priority_class,
             estimate=self.estimate if self.estimate is not None else self.max_runtime,
             checkpoint_interval=self.checkpoint_interval,
         )

@@ -336,7 +336,7 @@ def set_job_state(
         add_event(c, job_id, now_ms, event or state, reason or "")
 
 
-def set_reasons(target: Target, reasons: dict[str, str | None], now_ms: int) -> None:
+def set_reasons(target: Target, reasons: dict[str, str | None]) -> None:
     """Update the pending reason of jobs still pending (no event: reasons change often)."""
     if not reasons:
         return
