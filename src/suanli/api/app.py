@@ -11,6 +11,7 @@ Errors have one JSON shape (``suanli.api.errors``); the body limit and request c
 in ``suanli.api.middleware``.
 """
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -21,6 +22,7 @@ from typing import Annotated, Any, Literal
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Query, Response, Security
 from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -158,12 +160,16 @@ def create_app(
     bearer = HTTPBearer(auto_error=False, description="An API token (suanli token create)")
     known_tokens = tk.TokenCache(store)
 
-    def principal(
+    async def principal(
         creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
     ) -> tk.Principal:
+        # Asynchronous, so that a known token costs no hop to a worker thread; an unknown
+        # one is looked up in the store on a worker thread.
         if creds is None:
             raise _unauthorized("missing token: send Authorization: Bearer <token>")
-        who = known_tokens.authenticate(creds.credentials)
+        who = known_tokens.cached(creds.credentials)
+        if who is None:
+            who = await run_in_threadpool(known_tokens.authenticate, creds.credentials)
         if who is None:
             raise _unauthorized("invalid or revoked token")
         return who
@@ -183,7 +189,7 @@ def create_app(
     # --- jobs ------------------------------------------------------------------------------
 
     @app.post("/v1/jobs", status_code=201, tags=["jobs"])
-    def submit(spec: JobSpec, who: Who) -> s.JobOut:
+    async def submit(spec: JobSpec, who: Who) -> s.JobOut:
         """Submit a job. ``tenant`` defaults to the token's (an admin must give it);
         ``queue`` to the tenant."""
         data = spec.model_dump(mode="json")
@@ -202,8 +208,10 @@ def create_app(
         queue = spec.queue or tenant
         data.update(tenant=tenant, queue=queue)
         name = spec.name or os.path.basename(spec.command[0])[:200] or "job"
-        job = submissions.submit(
-            js.NewJob(data, tenant, who.user, name, queue, spec.priority_class)
+        # Checked in the event loop (no I/O above); the write waits for its batch without
+        # holding a worker thread.
+        job = await asyncio.wrap_future(
+            submissions.enqueue(js.NewJob(data, tenant, who.user, name, queue, spec.priority_class))
         )
         wake()
         return s.job_out(job)

@@ -41,10 +41,15 @@ class SubmitBatcher:
 
     def submit(self, new: js.NewJob) -> js.JobRecord:
         """Store ``new`` (with others waiting at the same time) and return it once durable."""
+        return self.enqueue(new).result()
+
+    def enqueue(self, new: js.NewJob) -> Future[js.JobRecord]:
+        """Queue ``new`` for the next batch; the future resolves once it is durable (for an
+        asynchronous caller, which waits without holding a thread)."""
         done: Future[js.JobRecord] = Future()
         self._start()
         self._queue.put((new, done))
-        return done.result()
+        return done
 
     def close(self) -> None:
         with self._lock:

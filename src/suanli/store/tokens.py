@@ -185,13 +185,19 @@ class TokenCache:
         self._known: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
 
+    def cached(self, token: str) -> Principal | None:
+        """The principal of ``token`` if this cache knows it and it is fresh; None otherwise
+        (then ``authenticate`` asks the store). Never touches the store."""
+        with self._lock:
+            hit = self._known.get(hash_token(token))
+        return hit[1] if hit is not None and self.clock() < hit[0] else None
+
     def authenticate(self, token: str) -> Principal | None:
+        who = self.cached(token)
+        if who is not None:
+            return who
         key = hash_token(token)
         now = self.clock()
-        with self._lock:
-            hit = self._known.get(key)
-        if hit is not None and now < hit[0]:
-            return hit[1]
         who = authenticate(self.target, token)
         with self._lock:
             if who is None:
