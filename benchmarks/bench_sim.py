@@ -13,7 +13,9 @@ Workload: ``suanli.workload.synthetic`` defaults (calibrated to openb and Philly
 runtimes capped at 4 h, so that the arrival window is many times the longest job and the
 offered load is really reached (uncapped, half of Philly's GPU-time is in jobs longer than a
 100k-job window). Run: ``python benchmarks/bench_sim.py [100k] [1m] [saturated]`` (all by
-default). Each scenario runs in a fresh subprocess so that its peak memory is its own.
+default). Each scenario runs in a fresh subprocess so that its peak memory is its own;
+``--one NAME`` runs one in this process and prints its JSON line (``--one saturated
+--no-baseline``: without the rescan baseline, for timing the scheduler alone).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def peak_rss_mib() -> float:
 class RescanEverything(Scheduler):
     """Baseline only: tries every pending job in queue order in every cycle."""
 
-    def cycle(self, rng: np.random.Generator) -> list[Decision]:
+    def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:
         out: list[Decision] = []
         for job in self.pending_jobs():
             placement, reason, _ = place_job(self.view, job, self.placement, rng)
@@ -96,10 +98,18 @@ def run_scale(name: str, nodes: int, jobs: int, load: float) -> dict[str, float]
     }
 
 
-def run_saturated() -> dict[str, float]:
+def run_saturated(baseline: bool = True) -> dict[str, float]:
     spec = cluster(100)
     js = workload(6_000, spec, 1.5)
     fast = simulate(spec, js, PolicySet("fifo", "best-fit"))
+    if not baseline:
+        return {
+            "scenario": "saturated",
+            "jobs": len(js),
+            "simulate_s": round(fast.wall_s, 2),
+            "mean_pending": round(float(fast.series.pending.mean())),
+            "peak_rss_mib": round(peak_rss_mib()),
+        }
     slow = simulate(spec, js, PolicySet("fifo", "best-fit"), scheduler=RescanEverything)
     same = bool(np.array_equal(fast.records.start, slow.records.start, equal_nan=True))
     return {
@@ -124,8 +134,11 @@ SCENARIOS = {
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) == 2 and argv[0] == "--one":
-        print(json.dumps(SCENARIOS[argv[1]]()))
+    if argv[:1] == ["--one"] and len(argv) in (2, 3):
+        if argv[2:] == ["--no-baseline"] and argv[1] == "saturated":
+            print(json.dumps(run_saturated(baseline=False)))
+        else:
+            print(json.dumps(SCENARIOS[argv[1]]()))
         return
     names = argv or list(SCENARIOS)
     for name in names:

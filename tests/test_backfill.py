@@ -517,3 +517,19 @@ def test_a_conservative_skip_says_which_reservation_it_would_delay() -> None:
     assert isinstance(got["big"], Skip) and isinstance(got["big"].reason, NoCapacity)
     assert isinstance(got["short"], Admit)
     assert got["long"].reason == BehindReservation("big", 1000.0)
+
+
+def test_conservative_with_preemption_on_a_small_saturated_cluster() -> None:
+    """``suanli simulate -c 4x8xH100 -n 600 --load 1.3 --preempt -p fifo/conservative+best-fit``:
+    a job that evicts others takes capacity that reservations counted on, and the plan's
+    holds then exceed what is free; starting a job beyond the window must not take more off
+    the view than is free (it raised ``OvercommitError``)."""
+    from suanli.config.cluster import load_cluster
+
+    spec = load_cluster("4x8xH100")
+    jobs = generate(WorkloadConfig(jobs=600, seed=0, target_load=1.3), spec)
+    res = simulate(
+        spec, jobs, PolicySet.parse("fifo/conservative+best-fit"), preemption=PreemptionConfig()
+    )
+    assert res.finished == len(jobs)
+    assert res.records.preemptions is not None and int(res.records.preemptions.sum()) > 0

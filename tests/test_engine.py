@@ -299,3 +299,48 @@ def test_series_allocation_never_exceeds_capacity() -> None:
     res = simulate(gpus_cluster(4, 4), jobs, PolicySet("sjf", "packing"))
     assert np.all(res.series.allocation <= 1.0) and np.all(res.series.allocation >= 0)
     assert res.finished == 30
+
+
+
+def test_the_simulator_takes_lost_and_kept_work_from_the_preempt_decision() -> None:
+    """The applier's contract (``core.decisions.Applier``): the work a preemption loses and
+    keeps are the decision's own figures; the simulator does not work them out again."""
+    from suanli.core.decisions import Admit, Decision, JobPlacement, Preempt
+    from suanli.core.preemption import PreemptionConfig
+    from suanli.core.scheduler import Scheduler
+
+    victim = job("V", 0, 500, gpus=1)
+
+    class EvictsAt100(Scheduler):
+        """Evicts V when X arrives, saying that V loses 123 GPU-s and keeps 40 s of work."""
+
+        placed: dict[str, JobPlacement] = {}
+
+        def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:
+            out: list[Decision] = []
+            if now == 100.0:
+                p = self.placed["V"]
+                self.release(p, "V", now)
+                out.append(Preempt(victim, p, "X", "priority", 123.0, 40.0))
+            for d in super().cycle(rng, now):
+                out.append(d)
+                if isinstance(d, Admit):
+                    self.placed[d.job.id] = d.placement
+            return out
+
+    jobs = [victim, job("X", 100, 10, gpus=1)]
+    res = simulate(
+        gpus_cluster(1),
+        jobs,
+        PolicySet("fifo", "first-fit"),
+        scheduler=EvictsAt100,
+        preemption=PreemptionConfig(restart_overhead=5.0),
+    )
+    r = res.records
+    assert r.lost_gpu_s is not None and r.preemptions is not None
+    assert list(r.lost_gpu_s) == [123.0, 0.0]  # V held 100 s of work and had no checkpoint
+    assert list(r.preemptions) == [1, 0]
+    # X runs 100..110; V resumes at 110 with 500 - 40 s of work left, after 5 s of restart.
+    t = times(res)
+    assert t["X"] == (100.0, 110.0)
+    assert t["V"] == (0.0, 110.0 + 5.0 + 460.0)

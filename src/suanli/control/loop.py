@@ -46,7 +46,16 @@ from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
 from suanli.control.spec import JobSpec
 from suanli.core.budget import BudgetBook
-from suanli.core.decisions import Admit, Decision, Demoted, JobPlacement, Preempt, Reject, Skip
+from suanli.core.decisions import (
+    Admit,
+    Decision,
+    Demoted,
+    JobPlacement,
+    Preempt,
+    Reject,
+    Skip,
+    apply,
+)
 from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import create
@@ -237,8 +246,7 @@ class Controller:
         decisions: list[Decision] = []
         if len(self.sched):
             decisions = self.sched.cycle(self.rng, now)
-            for d in decisions:
-                self._apply(d, now)
+            apply(decisions, self, now)
         self._launch_ready(now)
         self._write_reasons(now)
         self._meter()
@@ -296,18 +304,11 @@ class Controller:
         except (SpecError, ValueError) as e:
             js.set_job_state(self.store, rec.id, "failed", _ms(now), reason=f"refused: {e}")
             return
-        if isinstance(told, Reject):
-            js.set_job_state(self.store, rec.id, "failed", _ms(now), reason=str(told))
-            return
-        if isinstance(told, Demoted):
-            job = told.job
-            with self.store.begin() as conn:
-                conn.execute(
-                    sa.update(js.jobs)
-                    .where(js.jobs.c.id == rec.id)
-                    .values(priority_class=job.priority_class)
-                )
-                js.add_event(conn, rec.id, _ms(now), "demoted", str(told))
+        if told is not None:
+            apply((told,), self, now)
+            if isinstance(told, Reject):
+                return
+            job = told.job  # demoted: it waits (and runs) in its new class
         self.pending[rec.id] = (rec, spec, job)
 
     def _cancel(self, rec: js.JobRecord, now: float) -> None:
@@ -322,15 +323,23 @@ class Controller:
                 self._stop(live, Outcome.CANCELLED, now, "cancel requested")
 
     # ------------------------------------------------------------------ decisions
-    def _apply(self, d: Decision, now: float) -> None:
-        if isinstance(d, Admit):
-            self._admit(d, now)
-        elif isinstance(d, Preempt):
-            self._preempt(d, now)
-        elif isinstance(d, Skip):
-            self.reasons[d.job.id] = str(d.reason)
+    # The live applier (``suanli.core.decisions.Applier``): store first, then backend.
+    def skip(self, d: Skip, now: float) -> None:
+        self.reasons[d.job.id] = str(d.reason)
 
-    def _admit(self, d: Admit, now: float) -> None:
+    def reject(self, d: Reject, now: float) -> None:
+        js.set_job_state(self.store, d.job.id, "failed", _ms(now), reason=str(d))
+
+    def demote(self, d: Demoted, now: float) -> None:
+        with self.store.begin() as conn:
+            conn.execute(
+                sa.update(js.jobs)
+                .where(js.jobs.c.id == d.job.id)
+                .values(priority_class=d.job.priority_class)
+            )
+            js.add_event(conn, d.job.id, _ms(now), "demoted", str(d))
+
+    def admit(self, d: Admit, now: float) -> None:
         rec, spec, _ = self._leave_pending(d.job.id)
         attempt = rec.attempts + 1
         live = _Attempt(d.job, rec, spec, attempt, d.placement, "admitted")
@@ -350,7 +359,7 @@ class Controller:
         if self.metrics is not None:
             self.metrics.admitted(d.job.queue)
 
-    def _preempt(self, d: Preempt, now: float) -> None:
+    def preempt(self, d: Preempt, now: float) -> None:
         live = self._live_of(d.job.id)
         if live is None:
             return

@@ -465,7 +465,9 @@ def _shadow(t_end, c0, P, sfm, sgm, scpu, smem, mfm, mgm):  # type: ignore[no-un
     """On each node a job fits now (``c0 > 0``): what is free now but not throughout until
     ``t_end`` (what reservations hold then), per GPU share and memory, CPU and memory.
     (A GPU whose share stays free but whose memory does not is left out: a claim on a GPU
-    holds some share.)"""
+    holds some share.) A plan overtaken by preemption (a job that evicted others took
+    capacity a reservation counted on) has pieces below zero: a reservation can hold no more
+    than is free now, so the minimum is taken at zero."""
     p_n, p_time, p_fm, p_gm, p_cpu, p_mem = P[0], P[1], P[2], P[3], P[4], P[5]
     for x in range(c0.shape[0]):
         sfm[x] = 0
@@ -476,10 +478,10 @@ def _shadow(t_end, c0, P, sfm, sgm, scpu, smem, mfm, mgm):  # type: ignore[no-un
             continue
         mc, mm = _win_min(x, 0, t_end, p_n, p_time, p_fm, p_gm, p_cpu, p_mem, mfm, mgm)
         for g in range(mfm.shape[0]):
-            sfm[x, g] = p_fm[x, 0, g] - mfm[g]
-            sgm[x, g] = p_gm[x, 0, g] - mgm[g]
-        scpu[x] = p_cpu[x, 0] - mc
-        smem[x] = p_mem[x, 0] - mm
+            sfm[x, g] = p_fm[x, 0, g] - max(mfm[g], 0)
+            sgm[x, g] = p_gm[x, 0, g] - max(mgm[g], 0)
+        scpu[x] = p_cpu[x, 0] - max(mc, 0)
+        smem[x] = p_mem[x, 0] - max(mm, 0)
 
 
 @njit(cache=True, nogil=True)

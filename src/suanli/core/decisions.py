@@ -1,13 +1,16 @@
 """What a scheduling cycle decides, as plain data.
 
-The cycle never changes the world: it returns ``Admit`` and ``Skip`` decisions, and an
-applier (the simulator, or later the live control plane) carries them out. A ``Skip`` always
+The cycle never changes the world: it returns ``Admit``, ``Preempt`` and ``Skip`` decisions
+(and a submission may be answered ``Reject`` or ``Demoted``), and an ``Applier`` (the
+simulator, or the live control plane) carries them out, through ``apply``. A ``Skip`` always
 carries a typed ``Reason`` with the numbers behind it, so "why is my job pending" has an answer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from suanli.core.budget import BudgetBlock, BudgetExhausted
 from suanli.core.model import Job, TaskRequest
@@ -141,7 +144,9 @@ class Preempt:
 
     ``kind`` is ``priority`` (``by`` has a higher priority class) or ``reclaim`` (``by``'s queue
     takes back quota that ``job``'s queue borrowed). ``lost_gpu_s`` is the work destroyed: GPU-
-    seconds since the job's last checkpoint. The applier stops the job and requeues it.
+    seconds since the job's last checkpoint. ``kept_s`` is the work this attempt keeps: seconds
+    of its running (after its restart overhead) saved by its last checkpoint, which the job
+    resumes from (0 without checkpoints). The applier stops the job and requeues it.
     """
 
     job: Job
@@ -149,6 +154,7 @@ class Preempt:
     by: str
     kind: str
     lost_gpu_s: float
+    kept_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,3 +181,44 @@ class Demoted:
 
 
 Decision = Admit | Skip | Preempt | Reject | Demoted
+
+
+class Applier(Protocol):
+    """What carries out decisions: the simulator (a state change and a finish event) or the
+    live control plane (a store write, then a backend call). Both are written against this
+    contract, and take every figure a decision carries (placement, lost and kept work) from
+    the decision itself rather than working it out again. ``now`` is the cycle's time."""
+
+    def admit(self, d: Admit, now: float) -> None:
+        """Start ``d.job`` on ``d.placement`` (already assumed on the scheduler's view)."""
+
+    def preempt(self, d: Preempt, now: float) -> None:
+        """Stop ``d.job`` (already released on the view) and requeue it (``requeued=True``)."""
+
+    def skip(self, d: Skip, now: float) -> None:
+        """``d.job`` stays pending; record why."""
+
+    def reject(self, d: Reject, now: float) -> None:
+        """``d.job`` was refused at submission: it ends without running."""
+
+    def demote(self, d: Demoted, now: float) -> None:
+        """``d.job`` was queued in a cheaper class: record it in that class."""
+
+
+def apply(decisions: Iterable[Decision], applier: Applier, now: float) -> None:
+    """Carry out ``decisions`` in order (evictions come before the admission they make room
+    for); ``TypeError`` for anything that is not a decision."""
+    for d in decisions:
+        t = type(d)
+        if t is Admit:
+            applier.admit(d, now)  # type: ignore[arg-type]
+        elif t is Skip:
+            applier.skip(d, now)  # type: ignore[arg-type]
+        elif t is Preempt:
+            applier.preempt(d, now)  # type: ignore[arg-type]
+        elif t is Reject:
+            applier.reject(d, now)  # type: ignore[arg-type]
+        elif t is Demoted:
+            applier.demote(d, now)  # type: ignore[arg-type]
+        else:
+            raise TypeError(f"not a decision: {d!r}")

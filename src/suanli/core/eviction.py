@@ -149,7 +149,9 @@ def preempt(
     for r in victims:
         s._preempted_at.setdefault(r.job.id, []).append(now)
         s._evictions.append(
-            Preempt(r.job, r.placement, job.id, kinds[r.job.id], r.lost_gpu_seconds(now))
+            Preempt(
+                r.job, r.placement, job.id, kinds[r.job.id], r.lost_gpu_seconds(now), r.kept(now)
+            )
         )
         if book is not None:
             s._charged.pop(r.job.id)

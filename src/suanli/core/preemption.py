@@ -79,15 +79,19 @@ class Running:
     """Restart overhead at the start of this attempt (a resumed job's), during which no work
     is done."""
 
-    def since_checkpoint(self, now: float) -> float:
-        """Seconds of this attempt an eviction now would waste: all but the work saved at its
-        last checkpoint (checkpoints count working time, after the restart overhead)."""
-        elapsed = max(0.0, now - self.start)
+    def kept(self, now: float) -> float:
+        """Seconds of this attempt's running that its last checkpoint saved (checkpoints
+        count working time, after the restart overhead; 0 without checkpoints)."""
         interval = self.job.checkpoint_interval
         if not interval:
-            return elapsed
-        worked = max(0.0, elapsed - self.overhead)
-        return elapsed - math.floor(worked / interval) * interval
+            return 0.0
+        worked = max(0.0, max(0.0, now - self.start) - self.overhead)
+        return math.floor(worked / interval) * interval
+
+    def since_checkpoint(self, now: float) -> float:
+        """Seconds of this attempt an eviction now would waste: all but the work saved at its
+        last checkpoint."""
+        return max(0.0, now - self.start) - self.kept(now)
 
     def lost_gpu_seconds(self, now: float) -> float:
         """GPU-seconds of work an eviction now would destroy."""

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from suanli.core.budget import BudgetBook
-from suanli.core.decisions import Admit, Demoted, JobPlacement, Preempt, Reason, Skip
+from suanli.core.decisions import (
+    Admit,
+    Demoted,
+    JobPlacement,
+    Preempt,
+    Reason,
+    Reject,
+    Skip,
+    apply,
+)
 from suanli.core.model import (
     DEFAULT_PRIORITY_CLASSES,
     ClusterSpec,
@@ -227,6 +236,130 @@ def simulate(
         gc.unfreeze()
 
 
+class _Replay:
+    """The simulator's applier (``suanli.core.decisions.Applier``): an ``Admit`` starts the
+    job and schedules its finish, a ``Preempt`` stops it, keeps the work its checkpoints
+    saved (``Preempt.kept_s``), counts what it lost (``Preempt.lost_gpu_s``) and requeues it,
+    a ``Skip`` records the reason, a ``Reject`` or ``Demoted`` notes the budget's verdict."""
+
+    def __init__(
+        self,
+        sched: Scheduler,
+        cluster: ClusterSpec,
+        jobs: list[Job],
+        view: ClusterView,
+        notes: Explainer,
+        overhead: float,
+    ) -> None:
+        n = len(jobs)
+        self.sched = sched
+        self.cluster = cluster
+        self.jobs = jobs
+        self.index = {job.id: i for i, job in enumerate(jobs)}
+        if len(self.index) != n:
+            raise SpecError("job ids must be unique")
+        self.util = [j.gpu_util for j in jobs]
+        self.start = [math.nan] * n
+        self.finish = [math.nan] * n
+        self.placed_tasks = [0] * n
+        self.held_milli = [0] * n
+        self.used_nodes = [0] * n
+        self.running: dict[int, JobPlacement] = {}
+        self.finish_heap: list[tuple[float, int, int]] = []  # (time, sequence, job index)
+        self.attempt_seq: dict[int, int] = {}  # running job index -> its finish event's sequence
+        # Work left (seconds at speed 1 with all tasks), this attempt's start and rate,
+        # preemptions and lost GPU-seconds per job.
+        self.remaining = [j.runtime for j in jobs]
+        self.attempt_start = [0.0] * n
+        self.attempt_rate = [1.0] * n  # runtime seconds done per wall second in this attempt
+        self.preempted = [0] * n
+        self.lost_gpu_s = [0.0] * n
+        self.held_s = [0.0] * n  # seconds holding resources, over all attempts
+        self.log = AttemptLog(view.node_model.tolist(), [m.name for m in view.models])
+        self.waited: dict[int, Reason] = {}  # job index -> the last reason it was given
+        self.budget_notes: dict[int, str] = {}  # job index -> refused or demoted, and why
+        self.notes = notes
+        self.explaining = bool(notes)  # a plain bool: tested at every decision
+        self.overhead = overhead
+        self.speeds = view.node_speed.tolist()
+        self.seq = 0
+        self.busy_milli = 0.0
+
+    def finished(self, i: int, t: float) -> None:
+        """Job ``i``'s attempt ended at ``t`` (its finish event)."""
+        p = self.running.pop(i)
+        del self.attempt_seq[i]
+        self.sched.release(p, self.jobs[i].id, t)
+        self.finish[i] = t
+        self.held_s[i] += t - self.attempt_start[i]
+        self.log.add(i, self.attempt_start[i], t, p, FINISHED)
+        if self.explaining:
+            self.notes.note(self.jobs[i].id, t, "finished")
+        self.busy_milli -= p.gpu_milli * self.util[i]
+
+    def admit(self, d: Admit, t: float) -> None:
+        job = d.job
+        i = self.index[job.id]
+        p = d.placement
+        self.running[i] = p
+        tasks = p.tasks
+        placed = len(tasks)
+        speeds = self.speeds
+        if job.task.gpus == 0:
+            speed = 1.0
+        elif placed == 1:
+            speed = speeds[tasks[0].node]
+        else:
+            speed = min([speeds[tp.node] for tp in tasks])
+        if self.start[i] != self.start[i]:  # NaN: the first attempt
+            self.start[i] = t
+        self.placed_tasks[i] = placed
+        self.held_milli[i] = p.gpu_milli
+        self.used_nodes[i] = 1 if placed == 1 else len(p.nodes)
+        self.busy_milli += p.gpu_milli * self.util[i]
+        self.seq += 1
+        rate = placed * speed / job.tasks
+        extra = self.overhead if self.preempted[i] else 0.0
+        self.attempt_start[i] = t
+        self.attempt_rate[i] = rate
+        self.attempt_seq[i] = self.seq
+        duration = self.remaining[i] / rate + extra
+        heapq.heappush(self.finish_heap, (t + duration, self.seq, i))
+        if self.explaining:
+            self.notes.started(d, t, self.cluster)
+
+    def preempt(self, d: Preempt, t: float) -> None:
+        i = self.index[d.job.id]
+        p = self.running.pop(i)
+        del self.attempt_seq[i]
+        self.busy_milli -= p.gpu_milli * self.util[i]
+        # Work since the last checkpoint is lost; the rest is done for good.
+        self.remaining[i] = max(0.0, self.remaining[i] - d.kept_s * self.attempt_rate[i])
+        self.preempted[i] += 1
+        self.lost_gpu_s[i] += d.lost_gpu_s
+        self.held_s[i] += t - self.attempt_start[i]
+        self.log.add(i, self.attempt_start[i], t, p, PREEMPTED)
+        self.sched.submit(d.job, t, requeued=True)
+        if self.explaining:
+            self.notes.preempted(d, t)
+
+    def skip(self, d: Skip, t: float) -> None:
+        self.waited[self.index[d.job.id]] = d.reason
+        if self.explaining:
+            self.notes.pending(d.job.id, t, d.reason)
+
+    def reject(self, d: Reject, t: float) -> None:
+        self.budget_notes[self.index[d.job.id]] = str(d)
+        if self.explaining:
+            self.notes.note(d.job.id, t, str(d))
+            self.notes.waiting.discard(d.job.id)
+
+    def demote(self, d: Demoted, t: float) -> None:
+        i = self.index[d.job.id]
+        self.budget_notes[i] = str(d)
+        self.jobs[i] = d.job  # it runs (and is reported) in its new class
+
+
 def _run(
     cluster: ClusterSpec,
     jobs: Sequence[Job],
@@ -260,40 +393,21 @@ def _run(
     times = np.fromiter((j.submit for j in jobs), dtype=np.float64, count=n)
     if not bool((np.diff(times) > 0).all()):  # already in (submit, id) order when strictly rising
         jobs = sorted(jobs, key=lambda j: (j.submit, j.id))
-    roster: list[Job] = list(jobs) if budgets is not None else []  # demotions change it
-    if budgets is not None:
-        jobs = roster
-    index = {job.id: i for i, job in enumerate(jobs)}
-    if len(index) != n:
-        raise SpecError("job ids must be unique")
-    submit = [j.submit for j in jobs]
-    util = [j.gpu_util for j in jobs]
-    rec = JobRecords.empty(jobs)
-    start = [math.nan] * n
-    finish = [math.nan] * n
-    placed_tasks = [0] * n
-    held_milli = [0] * n
-    used_nodes = [0] * n
-    running: dict[int, JobPlacement] = {}
-    finish_heap: list[tuple[float, int, int]] = []  # (time, sequence, job index)
-    attempt_seq: dict[int, int] = {}  # running job index -> sequence of its finish event
-    # Preemption: work left (seconds at speed 1 with all tasks), this attempt's start, speed
-    # and task count, restart overhead, preemptions and lost GPU-seconds per job.
-    remaining = [j.runtime for j in jobs]
-    attempt_start = [0.0] * n
-    attempt_rate = [1.0] * n  # runtime seconds done per wall second in this attempt
-    attempt_overhead = [0.0] * n
-    preempted = [0] * n
-    lost_gpu_s = [0.0] * n
-    held_s = [0.0] * n  # seconds holding resources, over all attempts
-    log = AttemptLog(view.node_model.tolist(), [m.name for m in view.models])
-    waited: dict[int, Reason] = {}  # job index -> the last reason it was given while pending
-    budget_notes: dict[int, str] = {}  # job index -> refused or demoted, and why
+    # The replay's own list: demotions change it.
+    jobs = list(jobs) if budgets is not None or not isinstance(jobs, list) else jobs
     notes = Explainer(explain)
-    explaining = bool(notes)  # a plain bool: tested at every event of the hot loop
-    overhead = preemption.restart_overhead if preemption is not None else 0.0
-    seq = 0
-    busy_milli = 0.0
+    rep = _Replay(
+        sched,
+        cluster,
+        jobs,
+        view,
+        notes,
+        preemption.restart_overhead if preemption is not None else 0.0,
+    )
+    submit = [j.submit for j in jobs]
+    explaining = rep.explaining
+    finish_heap = rep.finish_heap
+    attempt_seq = rep.attempt_seq
 
     s_t: list[float] = []
     s_alloc: list[int] = []
@@ -303,7 +417,6 @@ def _run(
     nxt = 0
     end = math.inf if until is None else until
     last_report = 0
-    speeds = view.node_speed.tolist()
     inf = math.inf
 
     while True:
@@ -323,26 +436,13 @@ def _run(
             _, fseq, i = heapq.heappop(finish_heap)
             if attempt_seq.get(i) != fseq:
                 continue  # the attempt this event was for was preempted
-            del attempt_seq[i]
-            p = running.pop(i)
-            sched.release(p, jobs[i].id, t)
-            finish[i] = t
-            held_s[i] += t - attempt_start[i]
-            log.add(i, attempt_start[i], t, p, FINISHED)
-            if explaining:
-                notes.note(jobs[i].id, t, "finished")
-            busy_milli -= p.gpu_milli * util[i]
+            rep.finished(i, t)
         while nxt < n and submit[nxt] == t:
             told = sched.submit(jobs[nxt], t)
             if explaining:
                 notes.submitted(jobs[nxt].id, t)
             if told is not None:
-                budget_notes[nxt] = str(told)
-                if type(told) is Demoted:
-                    roster[nxt] = told.job  # it runs (and is reported) in its new class
-                elif explaining:
-                    notes.note(told.job.id, t, str(told))
-                    notes.waiting.discard(told.job.id)
+                apply((told,), rep, t)
             nxt += 1
         if cycle_interval > 0 and t != t_tick:
             # An instant that lands exactly on a tick is that tick (the queue may have been
@@ -351,87 +451,38 @@ def _run(
         # A cycle with nothing pending has nothing to decide: it is not run.
         if len(sched) and (cycle_interval == 0 or t == t_tick):
             cycles += 1
-            for d in sched.cycle(rng, t):
-                decisions += 1
-                if type(d) is Preempt:
-                    i = index[d.job.id]
-                    p = running.pop(i)
-                    del attempt_seq[i]
-                    busy_milli -= p.gpu_milli * util[i]
-                    # Work since the last checkpoint is lost; the rest is done for good.
-                    worked = max(0.0, t - attempt_start[i] - attempt_overhead[i])
-                    ckpt = jobs[i].checkpoint_interval
-                    kept = math.floor(worked / ckpt) * ckpt if ckpt else 0.0
-                    remaining[i] = max(0.0, remaining[i] - kept * attempt_rate[i])
-                    preempted[i] += 1
-                    lost_gpu_s[i] += p.gpu_milli / 1000.0 * (t - attempt_start[i] - kept)
-                    held_s[i] += t - attempt_start[i]
-                    log.add(i, attempt_start[i], t, p, PREEMPTED)
-                    sched.submit(d.job, t, requeued=True)
-                    if explaining:
-                        notes.preempted(d, t)
-                    continue
-                if type(d) is Skip:
-                    waited[index[d.job.id]] = d.reason
-                    if explaining:
-                        notes.pending(d.job.id, t, d.reason)
-                    continue
-                if type(d) is Admit:
-                    job = d.job
-                    i = index[job.id]
-                    p = d.placement
-                    running[i] = p
-                    tasks = p.tasks
-                    placed = len(tasks)
-                    if job.task.gpus == 0:
-                        speed = 1.0
-                    elif placed == 1:
-                        speed = speeds[tasks[0].node]
-                    else:
-                        speed = min([speeds[tp.node] for tp in tasks])
-                    if start[i] != start[i]:  # NaN: the first attempt
-                        start[i] = t
-                    placed_tasks[i] = placed
-                    held_milli[i] = p.gpu_milli
-                    used_nodes[i] = 1 if placed == 1 else len(p.nodes)
-                    busy_milli += p.gpu_milli * util[i]
-                    seq += 1
-                    rate = placed * speed / job.tasks
-                    extra = overhead if preempted[i] else 0.0
-                    duration = remaining[i] / rate + extra
-                    attempt_start[i] = t
-                    attempt_rate[i] = rate
-                    attempt_overhead[i] = extra
-                    attempt_seq[i] = seq
-                    heapq.heappush(finish_heap, (t + duration, seq, i))
-                    if explaining:
-                        notes.started(d, t, cluster)
+            out = sched.cycle(rng, t)
+            decisions += len(out)
+            apply(out, rep, t)
         if explaining:
             notes.after_cycle(t, sched.reason)
         s_t.append(t)
         s_alloc.append(view.allocated_milli)
-        s_busy.append(busy_milli)
+        s_busy.append(rep.busy_milli)
         s_pending.append(len(sched))
         if progress is not None and nxt - last_report >= 5000:
             last_report = nxt
             progress(nxt)
 
+    rec = JobRecords.empty(jobs)
+    start, finish, running, log = rep.start, rep.finish, rep.running, rep.log
+    index = rep.index
     rec.start = np.array(start)
     rec.finish = np.array(finish)
-    rec.tasks = np.array(placed_tasks, dtype=np.int64)
-    rec.gpu_milli = np.array(held_milli, dtype=np.int64)
-    rec.nodes = np.array(used_nodes, dtype=np.int64)
-    rec.held_s = np.array(held_s)
+    rec.tasks = np.array(rep.placed_tasks, dtype=np.int64)
+    rec.gpu_milli = np.array(rep.held_milli, dtype=np.int64)
+    rec.nodes = np.array(rep.used_nodes, dtype=np.int64)
+    rec.held_s = np.array(rep.held_s)
     # Attempts still running when the clock stopped end there (what they held is metered).
     stop = end if until is not None else (s_t[-1] if s_t else 0.0)
     for i, p in running.items():
-        log.add(i, attempt_start[i], max(stop, attempt_start[i]), p, RUNNING)
+        log.add(i, rep.attempt_start[i], max(stop, rep.attempt_start[i]), p, RUNNING)
     rec.attempts, rec.use = log.arrays()
-    rec.waited = waited
-    rec.budget = budget_notes
+    rec.waited = rep.waited
+    rec.budget = rep.budget_notes
     if preemption is not None:
-        rec.preemptions = np.array(preempted, dtype=np.int64)
-        rec.lost_gpu_s = np.array(lost_gpu_s)
+        rec.preemptions = np.array(rep.preempted, dtype=np.int64)
+        rec.lost_gpu_s = np.array(rep.lost_gpu_s)
     for job in sched.pending_jobs():
         r = sched.reason(job.id)
         if r is not None:
