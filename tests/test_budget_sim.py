@@ -94,3 +94,58 @@ def test_budget_alerts_are_reported() -> None:
 def test_budgets_never_change_a_run_without_jobs_of_that_department(action: str) -> None:
     res, _ = run(action, limit="1000")
     assert not res.records.budget and res.finished == 16
+
+
+def test_strict_order_wakes_at_the_end_of_an_off_peak_hold() -> None:
+    """A budget holds the head of a strict queue until off-peak: the replay must wake then
+    and go on (it ran cycles at that instant forever: strict mode never cleared the wake)."""
+    import signal
+
+    book = price_book_from_dict(
+        {
+            "currency": "USD",
+            "bands": {"peak": "Mon-Fri 08:00-20:00", "off-peak": "default"},
+            "versions": [
+                {
+                    "name": "flat",
+                    "effective": "2026-01-01T00:00:00Z",
+                    "rates": [{"resource": "gpu", "price": "1.00"}],
+                }
+            ],
+        },
+        "prices.yaml",
+    )
+    spec = budgets_from_dict(
+        {
+            "currency": "USD",
+            "budgets": [{"org": "a", "period": "monthly", "limit": "2", "action": "off-peak"}],
+        },
+        "budgets.yaml",
+        epoch_s=EPOCH_S,
+    )
+    cluster = gpus_cluster(2)
+    budgets = BudgetBook(spec, PriceBookCostModel(book, cluster.name, EPOCH_S * 1000, ["V100"]))
+    hour = 3600.0
+    jobs = [job(f"a{k}", 9 * hour + k, hour, tenant="a/team", estimate=hour) for k in range(4)]
+    jobs.append(job("b0", 9 * hour + 10, hour, gpus=2, tenant="b/team"))  # behind them, and
+    # still waiting when the hold ends
+
+    def hang(*_: object) -> None:
+        raise TimeoutError("the replay did not end")
+
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(30)
+    try:
+        res = simulate(
+            cluster, jobs, PolicySet("fifo", "first-fit", strict=True), budgets=budgets
+        )
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert res.finished == 5
+    start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
+    # a0 and a1 commit the $2; a2 and a3 wait for off-peak at 20:00 (UTC, the book's zone),
+    # and b0 waits behind them in strict order until they end.
+    assert start["a0"] == 9 * hour and start["a1"] == 9 * hour + 1
+    assert start["a2"] == start["a3"] == 20 * hour
+    assert start["b0"] == 21 * hour

@@ -419,6 +419,16 @@ class Scheduler:
                 shape = self._shapes[lane]
                 shape.active_key = self._fair_key(lane)
                 heapq.heappush(self._active, (shape.active_key, lane))
+        if now >= self._protect_wake:
+            # A protection that kept a job from evicting, a budget's hold or a thrash cap has
+            # ended: those jobs are worth another try (in either discipline: a strict queue's
+            # head may be the one held).
+            self._protect_wake = math.inf
+            for lane_id in self._protect_lanes:
+                lane = self._shapes[lane_id]
+                lane.skipped = None
+                self._activate(lane)
+            self._protect_lanes.clear()
         return self._cycle_strict(rng) if self.strict else self._cycle_skip_ahead(rng)
 
     def _fair_key(self, lane: int) -> Any:
@@ -431,14 +441,6 @@ class Scheduler:
         for lane_id in self._deferred:
             self._activate(self._shapes[lane_id])
         self._deferred.clear()
-        if self._now >= self._protect_wake:
-            # A protection that kept a job from evicting has ended: try those jobs again.
-            self._protect_wake = math.inf
-            for lane_id in self._protect_lanes:
-                lane = self._shapes[lane_id]
-                lane.skipped = None
-                self._activate(lane)
-            self._protect_lanes.clear()
         self._wake()
         decisions: list[Decision] = []
         active = self._active
