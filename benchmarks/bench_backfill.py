@@ -9,7 +9,8 @@ noisy; a ratio in one run is the number to read):
   fifo+best-fit                  plain skip-ahead, the baseline
   fifo/easy+best-fit             EASY backfill
   fifo/easy+best-fit, reference  the first EASY implementation (``ReferenceEasy`` in
-                                 tests/test_backfill.py): must decide the same, and does
+                                 tests/test_backfill.py, the plugin
+                                 ``backfill/easy-reference``): must decide the same, and does
                                  (start times and decision counts compared here; the tests
                                  compare every decision)
   fifo/conservative+best-fit     conservative backfill, depth 100
@@ -29,20 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
-from suanli.core.scheduler import Scheduler
 from suanli.sim.engine import PolicySet, simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from bench_sim import cluster, workload  # noqa: E402
 
-from test_backfill import ReferenceEasy  # noqa: E402
+import test_backfill  # noqa: E402, F401  (registers backfill/easy-reference)
 
 RUNS = (
-    ("fifo+best-fit", "fifo+best-fit", Scheduler),
-    ("fifo/easy+best-fit", "fifo/easy+best-fit", Scheduler),
-    ("fifo/easy+best-fit (reference)", "fifo/easy+best-fit", ReferenceEasy),
-    ("fifo/conservative+best-fit", "fifo/conservative+best-fit", Scheduler),
+    ("fifo+best-fit", "fifo+best-fit"),
+    ("fifo/easy+best-fit", "fifo/easy+best-fit"),
+    ("fifo/easy+best-fit (reference)", "fifo/easy-reference+best-fit"),
+    ("fifo/conservative+best-fit", "fifo/conservative+best-fit"),
 )
 
 
@@ -57,19 +57,19 @@ def main(argv: list[str]) -> None:
     jobs = workload(args.jobs, spec, args.load)
     small = cluster(8)  # warm the compiled kernels on a small saturated replay
     warm = workload(1_500, small, 1.5)
-    for _, policy, sched in RUNS:
+    for _, policy in RUNS:
         for oracle in ("", "-oracle"):
             ps = PolicySet.parse(policy.replace("+", oracle + "+") if "/" in policy else policy)
-            simulate(small, warm, ps, scheduler=sched)
+            simulate(small, warm, ps)
     print(f"{args.jobs:,} jobs, {spec.total_gpus:,} GPUs, load {args.load}")
     base = 0.0
     starts: dict[str, np.ndarray] = {}
     counts: dict[str, int] = {}
-    for label, policy, sched in RUNS:
-        if args.no_reference and sched is ReferenceEasy:
+    for label, policy in RUNS:
+        if args.no_reference and "reference" in label:
             continue
         t0 = time.perf_counter()
-        res = simulate(spec, jobs, PolicySet.parse(policy), scheduler=sched)
+        res = simulate(spec, jobs, PolicySet.parse(policy))
         wall = time.perf_counter() - t0
         base = base or wall
         starts[label] = res.records.start

@@ -10,8 +10,15 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from suanli.core.backfill import DEFAULT_DEPTH
+from suanli.core.budget import BudgetBook
+from suanli.core.builder import PolicySet, Setting, build
 from suanli.core.model import MILLI, ClusterSpec, GpuModel, Job, NodeSpec, TaskRequest
+from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import create
+from suanli.core.scheduler import Scheduler
+from suanli.core.seams import OrderContext, Placement, QueueOrder
+from suanli.core.tenancy import TenancySpec
 from suanli.core.view import ClusterView, TaskPlacement
 
 # Test models with round numbers (not the catalogue's), so expected values are easy to compute.
@@ -127,6 +134,38 @@ def placement(name: str):  # type: ignore[no-untyped-def]
 
 def order(name: str):  # type: ignore[no-untyped-def]
     return create("queue", name)
+
+
+def sched(
+    view: ClusterView,
+    queue_order: QueueOrder,
+    place: Placement,
+    *,
+    strict: bool = False,
+    ctx: OrderContext | None = None,
+    tenancy: TenancySpec | None = None,
+    preemption: PreemptionConfig | None = None,
+    backfill: str | None = None,
+    depth: int = DEFAULT_DEPTH,
+    budgets: BudgetBook | None = None,
+    admission: dict[str, object] | None = None,
+    cls: type[Scheduler] = Scheduler,
+) -> Scheduler:
+    """A scheduler with ``queue_order`` and ``place``, and the plugins the builder makes for
+    the rest: quotas for ``tenancy``, ``preemption``, a backfill MODE (``easy``,
+    ``conservative-oracle``, ...), ``budgets``, configured ``admission`` plugins."""
+    policy = PolicySet.parse(f"q/{backfill}+p") if backfill is not None else PolicySet()
+    policy = PolicySet(strict=strict, backfill=policy.backfill, runtime=policy.runtime)
+    setting = Setting(
+        tenancy,
+        ctx.priority_classes if ctx is not None else None,
+        preemption,
+        dict(admission or {}),
+        depth,
+    )
+    return build(
+        view, policy, setting, budgets=budgets, scheduler=cls, order=queue_order, placement=place
+    )
 
 
 def rng(seed: int = 0) -> np.random.Generator:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from builders import order, placement, rng
+from builders import order, placement, rng, sched
 from suanli.core.decisions import Admit
 from suanli.core.model import MILLI, ClusterSpec, GpuModel, Job
 from suanli.core.scheduler import Scheduler
-from suanli.core.tenancy import CPU, GPU, MEMORY, QueueSpec, QuotaBook, TenancySpec, gpu_of
+from suanli.core.tenancy import CPU, GPU, MEMORY, QueueSpec, TenancySpec, gpu_of
 from suanli.core.view import ClusterView, TaskPlacement
 
 G = MILLI
@@ -54,12 +54,12 @@ def qsched(
     strict: bool = False,
 ) -> Scheduler:
     """A scheduler over ``spec`` with quotas for ``queues``."""
-    return Scheduler(
+    return sched(
         ClusterView(spec),
         order(queue_order),
         placement(place),
         strict=strict,
-        quotas=QuotaBook(tenancy(*queues)),
+        tenancy=(tenancy(*queues)),
     )
 
 

@@ -18,14 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import cpu_only, frac, gpus_cluster, job, order, placement, rng, take, task
+from builders import cpu_only, frac, gpus_cluster, job, order, placement, rng, sched, take, task
 from suanli.core import backfill as bf
-from suanli.core.backfill import Reservation, duration, estimated_end, fits, task_params
+from suanli.core.backfill import Easy, Reservation, estimated_end, fits, task_params
+from suanli.core.conservative import Conservative
 from suanli.core.decisions import Admit, BehindReservation, Decision, NoCapacity, Skip
 from suanli.core.gang import place_job
 from suanli.core.model import ClusterSpec, GpuModel, Job, NodeSpec, SpecError
-from suanli.core.preemption import PreemptionConfig, Running
+from suanli.core.preemption import PreemptionConfig
+from suanli.core.registry import UnknownPolicyError, names, register
+from suanli.core.running import Running
 from suanli.core.scheduler import Scheduler
+from suanli.core.seams import RuntimeEstimator
 from suanli.core.view import ClusterView
 from suanli.sim.engine import PolicySet, simulate
 from suanli.workload.quotas import proportional_tenancy
@@ -43,10 +47,14 @@ FAST = settings(
 
 
 def reference_reserve(
-    view: ClusterView, head: Job, running: Iterable[Running], now: float, oracle: bool
+    view: ClusterView,
+    head: Job,
+    running: Iterable[Running],
+    now: float,
+    runtime: RuntimeEstimator,
 ) -> Reservation | None:
     """The first implementation of ``backfill.reserve``, kept as the reference."""
-    order_ = sorted(running, key=lambda r: (estimated_end(r, oracle), r.job.id))
+    order_ = sorted(running, key=lambda r: (estimated_end(r, runtime), r.job.id))
     need = head.min_tasks * head.task.gpu_share_milli if head.task.gpus else 0
     free = int(view.node_free_milli.sum())
     done: list[Running] = []
@@ -58,7 +66,7 @@ def reference_reserve(
             free += r.placement.gpu_milli
             if free >= need and fits(view, head):
                 counts = view.fit_counts(head.task, head.tasks)
-                return Reservation(head, max(now, estimated_end(r, oracle)), list(done), counts)
+                return Reservation(head, max(now, estimated_end(r, runtime)), list(done), counts)
         return None
     finally:
         for r in reversed(done):
@@ -84,32 +92,33 @@ def reference_still_fits(view: ClusterView, res: Reservation, nodes: Iterable[in
     return True
 
 
-class ReferenceEasy(Scheduler):
-    """The scheduler with the first EASY implementation's reservation and candidate test."""
+class ReferenceEasy(Easy):
+    """EASY with the first implementation's reservation and candidate test (the two parts
+    an ``Easy`` backfill names for this: ``reserve`` and ``delays``)."""
 
-    def _reserve_for(self, job: Job) -> Reservation | None:
-        return reference_reserve(
-            self.view, job, self._running.values(), self._now, self.backfill == "oracle"
-        )
+    def reserve(self, job: Job) -> Reservation | None:
+        h = self.h
+        return reference_reserve(h.view, job, h.running.records.values(), h.now, self.runtime)
 
-    def _behind(self, job: Job, res: Reservation) -> bool:
-        if self._now + duration(job, self.backfill == "oracle") <= res.until:
-            return False
-        lane = self._shapes[self._pending[job.id][1]]
-        if self.table.is_tracked(lane.sid) and not self.table.fits(lane.sid):
-            return False
-        jp, _, _ = place_job(self.view, job, self.placement, np.random.default_rng(0))
+    def delays(self, job: Job, res: Reservation) -> bool:
+        view = self.h.view
+        jp, _, _ = place_job(view, job, self.h.placement, np.random.default_rng(0))
         if jp is None:
             return False
         try:
-            return not reference_still_fits(self.view, res, (tp.node for tp in jp.tasks))
+            return not reference_still_fits(view, res, (tp.node for tp in jp.tasks))
         finally:
             for tp in jp.tasks:
-                self.view.release(tp)
+                view.release(tp)
+
+
+if "easy-reference" not in names("backfill"):
+    register("backfill", "easy-reference")(ReferenceEasy)
 
 
 def recorded(base: type[Scheduler]) -> type[Scheduler]:
-    """``base`` that keeps every decision as plain data: (time, kind, job, reason, where)."""
+    """``base`` that keeps every decision as plain data: (time, kind, job, reason, where),
+    and the first reservation its backfill made for each job."""
 
     class Recorded(base):  # type: ignore[valid-type,misc]
         def __init__(self, *a: Any, **kw: Any) -> None:
@@ -117,6 +126,17 @@ def recorded(base: type[Scheduler]) -> type[Scheduler]:
             self.log: list[tuple[object, ...]] = []
             self.first_reservation: dict[str, float] = {}
             Recorded.last = self
+            bf = self.backfill
+            if isinstance(bf, Easy):
+                made = bf.reserve
+
+                def reserve(job: Job) -> Reservation | None:
+                    r = made(job)
+                    if r is not None:
+                        self.first_reservation.setdefault(r.job.id, r.until)
+                    return r
+
+                bf.reserve = reserve  # type: ignore[method-assign]
 
         def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:
             out = super().cycle(rng, now)
@@ -125,23 +145,25 @@ def recorded(base: type[Scheduler]) -> type[Scheduler]:
                 self.log.append(
                     (now, type(d).__name__, d.job.id, getattr(d, "reason", None), where)
                 )
-            for jid, until in getattr(self._bf, "reservations", ()):
+            for jid, until in getattr(self.backfill, "reservations", ()):
                 self.first_reservation.setdefault(jid, until)
             return out
-
-        def _reserve_for(self, job: Job) -> Reservation | None:
-            r = super()._reserve_for(job)
-            if r is not None:
-                self.first_reservation.setdefault(r.job.id, r.until)
-            return r
 
     return Recorded
 
 
 def decisions_of(
-    spec: ClusterSpec, jobs: list[Job], policy: PolicySet, base: type[Scheduler], **kw: Any
+    spec: ClusterSpec,
+    jobs: list[Job],
+    policy: PolicySet,
+    reference: bool = False,
+    base: type[Scheduler] = Scheduler,
+    **kw: Any,
 ) -> list[tuple[object, ...]]:
+    """Every decision of a replay; ``reference``: with the reference EASY."""
     cls = recorded(base)
+    if reference:
+        policy = replace(policy, backfill="easy-reference")
     simulate(spec, jobs, policy, scheduler=cls, **kw)
     return cls.last.log  # type: ignore[attr-defined,no-any-return]
 
@@ -183,8 +205,8 @@ def test_fast_easy_decides_exactly_as_the_reference(
 ) -> None:
     spec, jobs = saturated(nodes, n_jobs, seed, gangs)
     ps = PolicySet.parse(policy)
-    fast = decisions_of(spec, jobs, ps, Scheduler)
-    ref = decisions_of(spec, jobs, ps, ReferenceEasy)
+    fast = decisions_of(spec, jobs, ps)
+    ref = decisions_of(spec, jobs, ps, reference=True)
     assert any(isinstance(d[3], BehindReservation) for d in ref), "backfill never held a job"
     assert len(fast) == len(ref)
     for i, (a, b) in enumerate(zip(fast, ref, strict=True)):
@@ -229,23 +251,23 @@ def mixed_workloads(draw: st.DrawFn) -> tuple[ClusterSpec, list[Job]]:
 @FAST
 @given(
     mixed_workloads(),
-    st.sampled_from(("easy", "oracle")),
+    st.sampled_from(("estimate", "oracle")),
     st.sampled_from(("first-fit", "best-fit", "random")),
 )
 def test_fast_easy_decides_exactly_as_the_reference_on_random_workloads(
-    w: tuple[ClusterSpec, list[Job]], mode: str, place: str
+    w: tuple[ClusterSpec, list[Job]], runtime: str, place: str
 ) -> None:
     spec, jobs = w
-    ps = PolicySet("fifo", place, backfill=mode)
-    assert decisions_of(spec, jobs, ps, Scheduler) == decisions_of(spec, jobs, ps, ReferenceEasy)
+    ps = PolicySet("fifo", place, backfill="easy", runtime=runtime)
+    assert decisions_of(spec, jobs, ps) == decisions_of(spec, jobs, ps, reference=True)
 
 
 def test_fast_easy_decides_exactly_as_the_reference_with_preemption() -> None:
     spec, jobs = saturated(6, 400, 7)
     ps = PolicySet.parse("priority/easy+best-fit")
     cfg = PreemptionConfig(min_runtime=300.0)
-    fast = decisions_of(spec, jobs, ps, Scheduler, preemption=cfg)
-    ref = decisions_of(spec, jobs, ps, ReferenceEasy, preemption=cfg)
+    fast = decisions_of(spec, jobs, ps, preemption=cfg)
+    ref = decisions_of(spec, jobs, ps, reference=True, preemption=cfg)
     assert any(d[1] == "Preempt" for d in ref)
     assert fast == ref
 
@@ -270,7 +292,7 @@ def rigid(w: tuple[ClusterSpec, list[Job]]) -> tuple[ClusterSpec, list[Job]]:
         whole_gpu_workloads().map(lambda w: (w, "best-fit")),
         mixed_workloads().map(lambda w: (rigid(w), "best-fit")),
     ),
-    st.sampled_from(("oracle", "conservative-oracle")),
+    st.sampled_from(("easy", "conservative")),
 )
 def test_with_true_runtimes_no_job_starts_after_its_first_reservation(
     wp: tuple[tuple[ClusterSpec, list[Job]], str], mode: str
@@ -280,7 +302,8 @@ def test_with_true_runtimes_no_job_starts_after_its_first_reservation(
     as the plan does: whole GPUs lowest first, a share on the fullest GPU it fits)."""
     (spec, jobs), place = wp
     cls = recorded(Scheduler)
-    res = simulate(spec, jobs, PolicySet("fifo", place, backfill=mode), scheduler=cls)
+    ps = PolicySet("fifo", place, backfill=mode, runtime="oracle")
+    res = simulate(spec, jobs, ps, scheduler=cls)
     assert res.finished == len(jobs)
     start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
     made = cls.last.first_reservation  # type: ignore[attr-defined]
@@ -301,14 +324,14 @@ def _second_job_race(mode: str) -> tuple[dict[str, float], list[tuple[object, ..
     ]
     cls = recorded(Scheduler)
     res = simulate(
-        gpus_cluster(4, 4), jobs, PolicySet("fifo", "first-fit", backfill=mode), scheduler=cls
+        gpus_cluster(4, 4), jobs, PolicySet.parse(f"fifo/{mode}+first-fit"), scheduler=cls
     )
     start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
     return start, cls.last.log  # type: ignore[attr-defined]
 
 
 def test_conservative_protects_the_second_job_where_easy_does_not() -> None:
-    easy, _ = _second_job_race("oracle")
+    easy, _ = _second_job_race("easy-oracle")
     assert (easy["J1"], easy["J3"], easy["J2"]) == (10.0, 3.0, 60.0)  # J3 delayed J2 by 40 s
     cons, log = _second_job_race("conservative-oracle")
     assert (cons["J1"], cons["J2"], cons["J3"]) == (10.0, 20.0, 30.0)
@@ -321,12 +344,12 @@ def test_depth_limit_is_honoured() -> None:
     take n1 from J2; with depth 2 it may not."""
 
     def run(depth: int) -> tuple[list[tuple[str, str]], list[tuple[str, float]]]:
-        s = Scheduler(
+        s = sched(
             ClusterView(gpus_cluster(4, 4)),
             order("fifo"),
             placement("first-fit"),
             backfill="conservative-oracle",
-            backfill_depth=depth,
+            depth=depth,
         )
         s.submit(job("A", 0.0, 10.0, gpus=4))
         s.submit(job("B", 0.0, 20.0, gpus=2))
@@ -335,8 +358,8 @@ def test_depth_limit_is_honoured() -> None:
             s.submit(j)
         s.submit(job("J3", 3.0, 100.0, gpus=2))
         out = s.cycle(rng(), 3.0)
-        assert s._bf is not None and hasattr(s._bf, "reservations")
-        return [(type(d).__name__, d.job.id) for d in out], s._bf.reservations
+        assert isinstance(s.backfill, Conservative)
+        return [(type(d).__name__, d.job.id) for d in out], s.backfill.reservations
 
     shallow, shallow_res = run(1)
     assert shallow_res == [("J1", 10.0)]
@@ -353,16 +376,17 @@ def test_reservations_never_exceed_the_depth(w: tuple[ClusterSpec, list[Job]], d
     seen: list[int] = []
 
     class Watch(Scheduler):
-        def __init__(self, *a: Any, **kw: Any) -> None:
-            super().__init__(*a, **kw, backfill_depth=depth)
-
         def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:
             out = super().cycle(rng, now)
-            seen.append(len(self._bf.reservations))  # type: ignore[union-attr]
+            seen.append(len(self.backfill.reservations))  # type: ignore[union-attr]
             return out
 
     res = simulate(
-        spec, jobs, PolicySet("fifo", "best-fit", backfill="conservative"), scheduler=Watch
+        spec,
+        jobs,
+        PolicySet("fifo", "best-fit", backfill="conservative"),
+        scheduler=Watch,
+        backfill_depth=depth,
     )
     assert res.finished == len(jobs)
     assert max(seen) <= depth
@@ -379,12 +403,12 @@ def test_reusing_the_plan_decides_as_planning_every_cycle(
 
     class Afresh(Scheduler):
         def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:
-            self._bf._planned_at = -1  # type: ignore[union-attr]
+            self.backfill._planned_at = -1  # type: ignore[union-attr]
             return super().cycle(rng, now)
 
-    ps = PolicySet("fifo", place, backfill="conservative-oracle")
-    kept = decisions_of(spec, jobs, ps, Scheduler)
-    again = decisions_of(spec, jobs, ps, Afresh)
+    ps = PolicySet("fifo", place, backfill="conservative", runtime="oracle")
+    kept = decisions_of(spec, jobs, ps)
+    again = decisions_of(spec, jobs, ps, base=Afresh)
     # Afresh retells unchanged reasons only when they change, like the kept plan.
     assert [d for d in kept if d[1] != "Skip"] == [d for d in again if d[1] != "Skip"]
 
@@ -397,8 +421,8 @@ def test_every_job_finishes_and_nothing_is_overcommitted(
     """The view refuses any over-allocation, so a run to the end is the check; and a
     skipped job always says why."""
     spec, jobs = w
-    ps = PolicySet("fifo", "best-fit", backfill=mode)
-    log = decisions_of(spec, jobs, ps, Scheduler)
+    ps = PolicySet.parse(f"fifo/{mode}+best-fit")
+    log = decisions_of(spec, jobs, ps)
     started = {d[2] for d in log if d[1] == "Admit"}
     assert started == {j.id for j in jobs}
     assert all(d[3] is not None for d in log if d[1] == "Skip")
@@ -460,46 +484,59 @@ def test_compiled_counts_equal_the_views_fit_counts(
 
 def test_policy_set_parses_the_conservative_modes() -> None:
     c = PolicySet.parse("fifo/conservative+best-fit")
-    assert (c.backfill, c.label) == ("conservative", "fifo/conservative+best-fit")
+    assert (c.backfill, c.runtime, c.label) == (
+        "conservative",
+        "estimate",
+        "fifo/conservative+best-fit",
+    )
     o = PolicySet.parse(" priority / conservative-oracle + first-fit ")
-    assert (o.queue, o.backfill, o.label) == (
+    assert (o.queue, o.backfill, o.runtime, o.label) == (
         "priority",
-        "conservative-oracle",
+        "conservative",
+        "oracle",
         "priority/conservative-oracle+first-fit",
     )
     assert PolicySet.parse(o.label) == o
+    assert PolicySet.parse("priority/conservative@oracle+first-fit") == o
 
 
 @pytest.mark.parametrize(
-    "text", ["fifo/conservativ+best-fit", "fifo/EASY+best-fit", "fifo/easy-oracles+x"]
-)
-def test_an_unknown_mode_names_the_accepted_ones(text: str) -> None:
-    with pytest.raises(SpecError) as e:
-        PolicySet.parse(text)
-    msg = str(e.value)
-    for mode in ("skip", "strict", "easy", "easy-oracle", "conservative", "conservative-oracle"):
-        assert mode in msg
-    assert repr(text.partition("/")[2].partition("+")[0].strip()) in msg
-
-
-@pytest.mark.parametrize(
-    ("kw", "match"),
+    ("text", "unknown"),
     [
-        pytest.param(
-            {"backfill": "conservativ"}, "'conservative', 'conservative-oracle'", id="mode"
-        ),
-        pytest.param(
-            {"backfill": "conservative", "backfill_depth": 0}, "depth must be >= 1", id="depth"
-        ),
+        ("fifo/conservativ+best-fit", "'conservativ'"),
+        ("fifo/EASY+best-fit", "'EASY'"),
+        ("fifo/easy-oracles+best-fit", "'easy-oracles'"),
+        ("fifo/easy@guess+best-fit", "runtime policy 'guess'"),
     ],
 )
-def test_the_scheduler_refuses_a_bad_backfill(kw: dict[str, Any], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
-        Scheduler(ClusterView(gpus_cluster(1)), order("fifo"), placement("first-fit"), **kw)
+def test_an_unknown_backfill_or_runtime_names_the_registered_ones(text: str, unknown: str) -> None:
+    with pytest.raises(UnknownPolicyError) as e:
+        PolicySet.parse(text).check()
+    msg = str(e.value)
+    assert unknown in msg
+    seam = "runtime" if "@" in text else "backfill"
+    for name in names(seam):
+        assert name in msg
+
+
+def test_a_mode_that_names_no_backfill_is_refused() -> None:
+    with pytest.raises(SpecError, match="mode must be skip, strict or a backfill"):
+        PolicySet.parse("fifo/none+best-fit")
+
+
+def test_conservative_refuses_a_depth_below_one() -> None:
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        sched(
+            ClusterView(gpus_cluster(1)),
+            order("fifo"),
+            placement("first-fit"),
+            backfill="conservative",
+            depth=0,
+        )
 
 
 def test_a_conservative_skip_says_which_reservation_it_would_delay() -> None:
-    s = Scheduler(
+    s = sched(
         ClusterView(gpus_cluster(4)),
         order("fifo"),
         placement("first-fit"),

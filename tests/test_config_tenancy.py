@@ -292,7 +292,7 @@ ERRORS = [
     ),
     pytest.param(
         "queues: [{name: a}]\nowner: me",
-        "unknown key 'owner' (keys: priority_classes, queues)",
+        "unknown key 'owner' (keys: priority_classes, queues, admission)",
         id="unknown-top-key-list",
     ),
     # queue keys

@@ -10,7 +10,7 @@ import pytest
 
 from builders import A100, T4, cluster, cpu_only, frac, gpus_cluster, job, node, task
 from suanli.core.model import SpecError
-from suanli.core.registry import UnknownPolicyError
+from suanli.core.registry import UnknownPolicyError, names
 from suanli.sim.engine import ImpossibleJobError, PolicySet, check_feasible, simulate
 
 
@@ -238,13 +238,20 @@ def test_policy_set_parse(text, queue, place, strict, label) -> None:
     assert PolicySet.parse(ps.label) == ps
 
 
-PARSE_BAD = ["fifo", "fifo+", "+best-fit", "fifo+best-fit+x", "fifo/lenient+best-fit", ""]
+PARSE_BAD = ["fifo", "fifo+", "+best-fit", "fifo+best-fit+x", "fifo/none+best-fit", ""]
 
 
 @pytest.mark.parametrize("text", PARSE_BAD, ids=[t or "empty" for t in PARSE_BAD])
 def test_policy_set_parse_bad(text: str) -> None:
     with pytest.raises(SpecError, match="policy set"):
         PolicySet.parse(text)
+
+
+def test_an_unknown_backfill_is_refused_with_the_registered_ones() -> None:
+    ps = PolicySet.parse("fifo/lenient+best-fit")  # a mode names a backfill plugin
+    with pytest.raises(UnknownPolicyError, match="unknown backfill policy 'lenient'") as e:
+        ps.check()
+    assert ", ".join(names("backfill")) in str(e.value)
 
 
 def test_policy_set_defaults() -> None:

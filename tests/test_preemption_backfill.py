@@ -17,15 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import gpus_cluster, job, order, placement, rng, task
+from builders import gpus_cluster, job, order, placement, rng, sched, task
 from quota_builders import G, queue, tenancy
-from suanli.core import scheduler as scheduler_mod
+from suanli.core import backfill as backfill_mod
 from suanli.core.decisions import Admit, BehindReservation, NoCapacity, Preempt
-from suanli.core.model import DEFAULT_PRIORITY_CLASSES, ClusterSpec, Job, SpecError
+from suanli.core.model import DEFAULT_PRIORITY_CLASSES, ClusterSpec, Job
 from suanli.core.policies.fair_share import FairShare
 from suanli.core.preemption import PreemptionConfig
+from suanli.core.registry import UnknownPolicyError
 from suanli.core.scheduler import Scheduler
-from suanli.core.tenancy import GPU, QuotaBook, TenancySpec
+from suanli.core.tenancy import GPU, TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.engine import PolicySet, simulate
 
@@ -46,7 +47,7 @@ def psched(
     queue_order: str = "priority",
     **kw: object,
 ) -> Scheduler:
-    return Scheduler(
+    return sched(
         ClusterView(spec),
         order(queue_order),
         placement("first-fit"),
@@ -212,11 +213,11 @@ def test_cheapest_victim_by_lost_work_wins() -> None:
 
 
 def test_reclaim_takes_back_lent_quota_but_never_a_guarantee_or_another_cohort() -> None:
-    s = Scheduler(
+    s = sched(
         ClusterView(gpus_cluster(6)),
         order("priority"),
         placement("first-fit"),
-        quotas=QuotaBook(
+        tenancy=(
             tenancy(
                 queue("A", "c", nominal={GPU: 2 * G}),
                 queue("B", "c", nominal={GPU: 2 * G}),
@@ -242,11 +243,11 @@ def test_reclaim_takes_back_lent_quota_but_never_a_guarantee_or_another_cohort()
 
 def test_reclaim_via_constructor_flags() -> None:
     spec = gpus_cluster(2)
-    s = Scheduler(
+    s = sched(
         ClusterView(spec),
         order("fifo"),
         placement("first-fit"),
-        quotas=QuotaBook(
+        tenancy=(
             tenancy(queue("A", "c", nominal={GPU: G}), queue("B", "c", nominal={GPU: G}))
         ),
         preemption=PreemptionConfig(min_runtime=0.0),
@@ -257,11 +258,11 @@ def test_reclaim_via_constructor_flags() -> None:
         ("Preempt", "reclaim"),
         ("Admit", ""),
     ]
-    s2 = Scheduler(
+    s2 = sched(
         ClusterView(spec),
         order("fifo"),
         placement("first-fit"),
-        quotas=QuotaBook(
+        tenancy=(
             tenancy(queue("A", "c", nominal={GPU: G}), queue("B", "c", nominal={GPU: G}))
         ),
         preemption=PreemptionConfig(min_runtime=0.0, reclaim=False),
@@ -465,20 +466,25 @@ def test_policy_set_parses_backfill_modes() -> None:
     easy = PolicySet.parse("fifo/easy+best-fit")
     assert (easy.backfill, easy.strict, easy.label) == ("easy", False, "fifo/easy+best-fit")
     oracle = PolicySet.parse(" drf / easy-oracle + first-fit ")
-    assert (oracle.queue, oracle.placement, oracle.backfill) == ("drf", "first-fit", "oracle")
+    assert (oracle.queue, oracle.placement, oracle.backfill, oracle.runtime) == (
+        "drf",
+        "first-fit",
+        "easy",
+        "oracle",
+    )
     assert oracle.label == "drf/easy-oracle+first-fit"
     assert PolicySet.parse(oracle.label) == oracle
-    assert PolicySet.parse("fifo/skip+best-fit").backfill is None
+    assert PolicySet.parse("fifo/skip+best-fit").backfill == "none"
     strict = PolicySet.parse("fifo/strict+best-fit")
-    assert strict.strict and strict.backfill is None
-    with pytest.raises(SpecError, match="mode must be skip, strict, easy or easy-oracle"):
-        PolicySet.parse("fifo/easy-ish+best-fit")
-    with pytest.raises(ValueError, match="backfill must be"):
-        Scheduler(ClusterView(gpus_cluster(1)), order("fifo"), placement("first-fit"), backfill="x")
+    assert strict.strict and strict.backfill == "none"
+    with pytest.raises(UnknownPolicyError, match="unknown backfill policy 'easy-ish'"):
+        PolicySet.parse("fifo/easy-ish+best-fit").check()
+    with pytest.raises(UnknownPolicyError, match="unknown backfill policy 'x'"):
+        sched(ClusterView(gpus_cluster(1)), order("fifo"), placement("first-fit"), backfill="x")
 
 
 def test_short_job_backfills_and_long_job_waits_behind_reservation() -> None:
-    s = Scheduler(
+    s = sched(
         ClusterView(gpus_cluster(4)), order("fifo"), placement("first-fit"), backfill="easy"
     )
     out = step(
@@ -518,7 +524,7 @@ def test_reservation_goes_to_the_blocked_head_not_a_later_job() -> None:
         job("H", 1.0, 1.0, gpus=4),
         job("L", 2.0, 100.0),
     ]
-    res = simulate(gpus_cluster(4), jobs, PolicySet("fifo", "first-fit", backfill="oracle"))
+    res = simulate(gpus_cluster(4), jobs, PolicySet("fifo", "first-fit", backfill="easy", runtime="oracle"))
     start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
     assert start["X"] == 5.0
     assert start["H"] == 10.0, start
@@ -546,7 +552,7 @@ def backfill_workloads(draw: st.DrawFn) -> tuple[ClusterSpec, list[Job]]:
 def test_oracle_reservations_hold(w) -> None:  # type: ignore[no-untyped-def]
     spec, jobs = w
     made: list[tuple[str, float]] = []
-    real = scheduler_mod.reserve
+    real = backfill_mod.reserve
 
     def spy(*a, **kw):  # type: ignore[no-untyped-def]
         r = real(*a, **kw)
@@ -554,8 +560,8 @@ def test_oracle_reservations_hold(w) -> None:  # type: ignore[no-untyped-def]
             made.append((r.job.id, r.until))
         return r
 
-    with mock.patch.object(scheduler_mod, "reserve", spy):
-        res = simulate(spec, jobs, PolicySet("fifo", "first-fit", backfill="oracle"))
+    with mock.patch.object(backfill_mod, "reserve", spy):
+        res = simulate(spec, jobs, PolicySet("fifo", "first-fit", backfill="easy", runtime="oracle"))
     assert res.finished == len(jobs)
     start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
     for jid, until in made:

@@ -12,13 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import gpus_cluster, job, order, placement, rng
+from builders import gpus_cluster, job, order, placement, rng, sched
 from quota_builders import G, queue, tenancy
 from suanli.core.decisions import Admit, JobPlacement, Preempt, Skip
 from suanli.core.model import ClusterSpec, Job
-from suanli.core.preemption import PreemptionConfig, Running, capped, protected_until
+from suanli.core.preemption import PreemptionConfig, capped, protected_until
+from suanli.core.running import Running
 from suanli.core.scheduler import Scheduler
-from suanli.core.tenancy import GPU, OverQuota, QuotaBook, TenancySpec
+from suanli.core.tenancy import GPU, OverQuota, TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.engine import ImpossibleJobError, PolicySet, simulate
 
@@ -37,11 +38,11 @@ def lender_borrower(total: int, a: int) -> TenancySpec:
 
 
 def qsched(spec: ClusterSpec, ten: TenancySpec, cfg: PreemptionConfig) -> Scheduler:
-    return Scheduler(
+    return sched(
         ClusterView(spec),
         order("priority"),
         placement("first-fit"),
-        quotas=QuotaBook(ten),
+        tenancy=(ten),
         preemption=cfg,
     )
 
@@ -138,7 +139,7 @@ def test_reclaim_ignores_the_minimum_runtime_past_reclaim_within() -> None:
 
 def test_priority_preemption_still_waits_for_the_full_minimum_runtime() -> None:
     spec = gpus_cluster(1)
-    s = Scheduler(
+    s = sched(
         ClusterView(spec),
         order("priority"),
         placement("first-fit"),
@@ -220,10 +221,10 @@ def test_no_one_borrows_while_a_lender_waits_within_its_quota() -> None:
 
 
 def _placement_of(s: Scheduler, job_id: str):  # type: ignore[no-untyped-def]
-    return s._running[job_id].placement
+    return s.running.records[job_id].placement
 
 
-def test_check_quotas_refuses_an_unreclaimable_job_above_its_nominal() -> None:
+def test_an_unreclaimable_job_above_its_nominal_is_refused_up_front() -> None:
     jobs = [job("big", gpus=2, queue="B", priority_class="online")]
     with pytest.raises(ImpossibleJobError, match="class online is not preemptible"):
         simulate(
@@ -246,7 +247,7 @@ def test_check_quotas_refuses_an_unreclaimable_job_above_its_nominal() -> None:
 
 def test_protection_ends_when_the_oldest_preemption_in_the_window_leaves_it() -> None:
     cfg = PreemptionConfig(min_runtime=0.0, max_preemptions=2, window=100.0)
-    r = Running(job("x"), JobPlacement((), 0), 0, 0.0, 0, True, [10.0, 50.0, 70.0])
+    r = Running(job("x"), JobPlacement((), 0), 0.0, 0, True, [10.0, 50.0, 70.0])
     # Three preemptions; the cap (2 in 100 s) lifts when 50 leaves the window, at 150.
     assert protected_until(r, 80.0, cfg, False) == 150.0
     assert capped(r.preempted_at, 149.0, cfg) and not capped(r.preempted_at, 150.0, cfg)

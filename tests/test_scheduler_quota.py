@@ -38,6 +38,8 @@ from quota_builders import (
     tenancy,
     whole_demand,
 )
+from suanli.core.admission.quota import QuotaAdmission
+from suanli.core.builder import Setting, check_admissible
 from suanli.core.decisions import Admit, HeadOfLine, NoCapacity, Skip
 from suanli.core.model import Job, SpecError
 from suanli.core.scheduler import Scheduler
@@ -50,7 +52,7 @@ from suanli.core.tenancy import (
     gpu_of,
 )
 from suanli.core.view import ClusterView
-from suanli.sim.engine import ImpossibleJobError, PolicySet, check_quotas, simulate
+from suanli.sim.engine import ImpossibleJobError, PolicySet, simulate
 
 MODES = {"skip-ahead": False, "strict": True}
 
@@ -369,8 +371,9 @@ def test_a_gang_over_two_allowed_models_is_charged_to_each() -> None:
     s = qsched(spec, q)
     (a,) = run_one(s, job("x", 0, gpus=4, tasks=2, queue="q"))
     assert isinstance(a, Admit) and a.placement.nodes in ((0, 1), (1, 0))
-    assert s.quotas is not None
-    book = s.quotas
+    quota = s.admissions[0]
+    assert isinstance(quota, QuotaAdmission)
+    book = quota.book
     usage = dict(zip(book.resources, book.usage[book.index["q"]].tolist(), strict=True))
     assert usage == {gpu_of("A100"): 4 * G, gpu_of("H100"): 4 * G}
     # Each model has 4 GPUs of quota left: another 8-GPU gang fits neither alone.
@@ -626,7 +629,7 @@ def test_simulate_refuses_a_job_its_queue_can_never_admit(queues, big: Job, why:
         ImpossibleJobError, match=re.escape(f"job big can never be admitted: {why}")
     ):
         simulate(MIXED, [ok, big], PolicySet(), tenancy=ten)
-    check_quotas(MIXED, [ok], ten)  # the admissible job alone passes
+    check_admissible(MIXED, [ok], Setting(ten))  # the admissible job alone passes
 
 
 def test_simulate_refuses_a_job_no_queue_serves() -> None:

@@ -20,6 +20,7 @@ from builders import (
     node,
     order,
     placement,
+    sched,
 )
 from quota_builders import (
     G,
@@ -30,21 +31,20 @@ from quota_builders import (
     tenancy,
     whole_demand,
 )
+from suanli.core.builder import Setting, check_admissible
 from suanli.core.decisions import Admit, HeadOfLine
 from suanli.core.model import ClusterSpec, Job, SpecError, TaskRequest
-from suanli.core.scheduler import Scheduler
 from suanli.core.tenancy import (
     CPU,
     GPU,
     MEMORY,
     OverQuota,
-    QuotaBook,
     TenancySpec,
     gpu_of,
 )
 from suanli.core.view import ClusterView, TaskPlacement
 from suanli.sim import engine
-from suanli.sim.engine import ImpossibleJobError, PolicySet, check_feasible, check_quotas, simulate
+from suanli.sim.engine import ImpossibleJobError, PolicySet, check_feasible, simulate
 
 MODES = {"skip-ahead": False, "strict": True}
 
@@ -145,7 +145,7 @@ def quota_jobs(draw, spec: ClusterSpec, ten: TenancySpec, partial: bool = True) 
 def admissible(spec: ClusterSpec, ten: TenancySpec, jobs: list[Job]) -> list[Job]:
     """The jobs that could run alone on the empty cluster under their queues' quotas.
 
-    Checks ``check_quotas`` against the oracle on the way: a job passes it exactly when its
+    Checks ``check_admissible`` against the oracle on the way: a job passes it exactly when its
     queue could take its whole demand with nothing else running (on some model it may use).
     """
     ledger = Ledger(ten)
@@ -160,7 +160,7 @@ def admissible(spec: ClusterSpec, ten: TenancySpec, jobs: list[Job]) -> list[Job
         allowed = ledger.allowed_models(q, j, models)
         oracle = ledger.admits(q, whole_demand(j)) and allowed != []
         if oracle and allowed is not None:
-            # Where its quota allows it, it must fit too (check_quotas looks at that as well:
+            # Where its quota allows it, it must fit too (check_admissible looks at that as well:
             # see test_simulate_refuses_a_job_its_allowed_models_cannot_hold).
             nodes = tuple(n for n in spec.nodes if n.gpu_model and n.gpu_model.name in allowed)
             try:
@@ -168,11 +168,11 @@ def admissible(spec: ClusterSpec, ten: TenancySpec, jobs: list[Job]) -> list[Job
             except (ImpossibleJobError, SpecError):
                 oracle = False
         try:
-            check_quotas(spec, [j], ten)
+            check_admissible(spec, [j], Setting(ten))
         except ImpossibleJobError:
-            assert not oracle, f"check_quotas refuses {j}, which {q} can admit"
+            assert not oracle, f"check_admissible refuses {j}, which {q} can admit"
             continue
-        assert oracle, f"check_quotas passes {j}, which {q} can never admit"
+        assert oracle, f"check_admissible passes {j}, which {q} can never admit"
         out.append(j)
     return out
 
@@ -323,12 +323,12 @@ def test_cycles_admit_within_quota_and_leave_nothing_admissible_waiting(  # type
     queue's quota and lands on models the quota allows; each OverQuota is true when given;
     after each cycle no pending job (skip-ahead), or not the head (strict), could start now."""
     spec, ten, jobs = setup
-    s = Scheduler(
+    s = sched(
         ClusterView(spec),
         order(queue_order),
         placement(place),
         strict=strict,
-        quotas=QuotaBook(ten),
+        tenancy=(ten),
     )
     ledger = Ledger(ten)
     models = [m.name for m in spec.gpu_models]

@@ -34,8 +34,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget_builders import FlatCosts, budget, spec
-from builders import A100, T4, V100, cluster, frac, job, node, order, placement, task
+from builders import A100, T4, V100, cluster, frac, job, node, order, placement, sched, task
 from quota_builders import G, queue, tenancy
+from suanli.core.admission.budget import BudgetAdmission
+from suanli.core.admission.quota import QuotaAdmission
 from suanli.core.budget import BudgetBook
 from suanli.core.decisions import (
     Admit,
@@ -50,7 +52,7 @@ from suanli.core.decisions import (
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
-from suanli.core.tenancy import GPU, QuotaBook
+from suanli.core.tenancy import GPU, TenancySpec
 from suanli.core.view import ClusterView, OvercommitError
 
 STEP = 10.0
@@ -69,13 +71,11 @@ def spec_cluster() -> ClusterSpec:
     )
 
 
-def tenants() -> QuotaBook:
-    return QuotaBook(
-        tenancy(
-            queue("A", "ab", nominal={GPU: 10 * G}, borrow={GPU: 8 * G}),
-            queue("B", "ab", nominal={GPU: 8 * G}),
-            queue("C", nominal={GPU: 10 * G}),
-        )
+def tenants() -> TenancySpec:
+    return tenancy(
+        queue("A", "ab", nominal={GPU: 10 * G}, borrow={GPU: 8 * G}),
+        queue("B", "ab", nominal={GPU: 8 * G}),
+        queue("C", nominal={GPU: 10 * G}),
     )
 
 
@@ -99,12 +99,12 @@ class Config:
     budgets: bool = False
 
     def make(self, book: BudgetBook | None = None) -> Scheduler:
-        return Scheduler(
+        return sched(
             ClusterView(spec_cluster()),
             order(self.queue_order),
             placement(self.place),
             strict=self.strict,
-            quotas=tenants() if self.quotas else None,
+            tenancy=tenants() if self.quotas else None,
             preemption=self.preemption,
             backfill=self.backfill,
             budgets=(book or budgets()) if self.budgets else None,
@@ -199,14 +199,37 @@ class World:
     def rebuilt(self, make: Callable[[BudgetBook | None], Scheduler]) -> World:
         """A fresh scheduler over a fresh view, from what this world's caller knows."""
         book = None
-        if self.s.budget is not None:
-            book = settled_only(self.s.budget.book)
+        if budget_of(self.s) is not None:
+            book = settled_only(budget_of(self.s).book)  # type: ignore[union-attr]
         s = make(book)
         for jid, (j, p, start) in self.running.items():
             s.restore(j, p, start, preempted_at=self.preempted.get(jid, ()))
         for jid, (j, t) in self.pending.items():
             s.submit(j, t, requeued=True, preempted_at=self.preempted.get(jid, ()))
         return World(s, dict(self.running), dict(self.pending), copy.deepcopy(self.preempted))
+
+
+def quota_of(s: Scheduler) -> QuotaAdmission | None:
+    return next((a for a in s.admissions if isinstance(a, QuotaAdmission)), None)
+
+
+def budget_of(s: Scheduler) -> BudgetAdmission | None:
+    return next((a for a in s.admissions if isinstance(a, BudgetAdmission)), None)
+
+
+def snapshot(s: Scheduler) -> tuple[object, ...]:
+    """Everything a restore changes: the view, quota usage and charges, the running set,
+    fair-share holdings, the budget book's running jobs, backfill's running jobs."""
+    q, b = quota_of(s), budget_of(s)
+    return (
+        s.view.state(),
+        q.book.usage.copy() if q is not None else None,
+        dict(s.running.records),
+        dict(q.charged) if q is not None else None,
+        s.keys.held.copy() if s.keys is not None else None,  # type: ignore[attr-defined]
+        b.book.running() if b is not None else None,
+        len(s.backfill.by_end) if s.backfill is not None else None,  # type: ignore[attr-defined]
+    )
 
 
 def settled_only(book: BudgetBook) -> BudgetBook:
@@ -247,9 +270,10 @@ def run_and_compare(
     assert b.s.view.state().__len__() == a.s.view.state().__len__()
     for x, y in zip(a.s.view.state(), b.s.view.state(), strict=True):
         assert np.array_equal(x, y)
-    if a.s.quotas is not None:
-        assert b.s.quotas is not None
-        assert np.array_equal(a.s.quotas.usage, b.s.quotas.usage)
+    qa, qb = quota_of(a.s), quota_of(b.s)
+    if qa is not None:
+        assert qb is not None
+        assert np.array_equal(qa.book.usage, qb.book.usage)
     admits = preempts = 0
     for k in range(split, steps):
         t = k * STEP
@@ -313,15 +337,17 @@ def test_release_of_a_restored_job_gives_back_everything() -> None:
     assert "r" in a.running
     b = a.rebuilt(cfg.make)
     fresh = cfg.make()
-    assert b.s.budget is not None and b.s.budget.book.running() == ["r"]
+    bb = budget_of(b.s)
+    assert bb is not None and bb.book.running() == ["r"]
     _, p, _ = b.running["r"]
     b.s.release(p, "r", 50.0)
     for x, y in zip(b.s.view.state(), fresh.view.state(), strict=True):
         assert np.array_equal(x, y)
-    assert b.s.quotas is not None
-    assert not b.s.quotas.usage.any()
-    assert not b.s._running and not b.s._charged and not b.s._shares.of_job
-    assert b.s.budget.book.running() == []
+    q = quota_of(b.s)
+    assert q is not None and b.s.keys is not None
+    assert not q.book.usage.any()
+    assert not b.s.running.records and not q.charged and not b.s.keys.of_job  # type: ignore[attr-defined]
+    assert bb.book.running() == []
 
 
 def test_restore_of_a_pending_job_is_refused() -> None:
@@ -355,15 +381,7 @@ def test_a_conflicting_placement_is_refused_and_changes_nothing() -> None:
     # Node v0: GPUs 0-3 for x; y wants GPUs 2-5 of v0 on its second task (the first fits).
     px = JobPlacement.of((view.placement_for(0, np.array([0, 1, 2, 3]), t),))
     s.restore(first, px, 0.0)
-    before = (
-        s.view.state(),
-        s.quotas.usage.copy() if s.quotas is not None else None,
-        dict(s._running),
-        dict(s._charged),
-        s._shares.held.copy(),
-        s.budget.book.running() if s.budget is not None else None,
-        len(s._bf.by_end) if s._bf is not None else None,
-    )
+    before = snapshot(s)
     second = job("y", 0.0, 100.0, t, tasks=2, queue="A", tenant="vision")
     py = JobPlacement.of(
         (
@@ -373,15 +391,7 @@ def test_a_conflicting_placement_is_refused_and_changes_nothing() -> None:
     )
     with pytest.raises(OvercommitError):
         s.restore(second, py, 0.0)
-    after = (
-        s.view.state(),
-        s.quotas.usage.copy() if s.quotas is not None else None,
-        dict(s._running),
-        dict(s._charged),
-        s._shares.held.copy(),
-        s.budget.book.running() if s.budget is not None else None,
-        len(s._bf.by_end) if s._bf is not None else None,
-    )
+    after = snapshot(s)
     for x, y in zip(before[0], after[0], strict=True):
         assert np.array_equal(x, y)
     assert np.array_equal(before[1], after[1])  # type: ignore[arg-type]
@@ -396,7 +406,7 @@ def test_a_conflicting_placement_is_refused_and_changes_nothing() -> None:
         )
     )
     s.restore(second, ok, 0.0)
-    assert set(s._running) == {"x", "y"}
+    assert set(s.running.records) == {"x", "y"}
 
 
 def test_a_placement_with_too_few_tasks_is_refused() -> None:

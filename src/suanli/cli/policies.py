@@ -1,4 +1,4 @@
-"""``suanli policies``: every registered policy, ``seam/name  description``, one per line."""
+"""``suanli policies``: every plugin of every seam, ``seam/name  description``, one per line."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def policies_command(
         bool, typer.Option("--json", help="Print a JSON list of {policy, description}.")
     ] = False,
 ) -> None:
-    """List the registered policies (seam/name and what each does)."""
+    """List every plugin (queue, placement, admission, backfill, preemption, runtime) and what each does."""
     entries = catalogue()
     if as_json:
         doc = [{"policy": name, "description": desc} for name, desc in entries]

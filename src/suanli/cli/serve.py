@@ -215,11 +215,11 @@ def build_server(
     from suanli.control.loop import ControlConfig, Controller
     from suanli.control.metrics import ControlMetrics
     from suanli.core.budget import BudgetBook
+    from suanli.core.builder import PolicySet
     from suanli.core.model import SpecError
     from suanli.core.preemption import PreemptionConfig
     from suanli.metering.costmodel import PriceBookCostModel
     from suanli.metering.prices import load_price_book
-    from suanli.sim.engine import PolicySet
     from suanli.store import jobs as js
     from suanli.store import open_store
     from suanli.store.tokens import create_token, list_tokens
@@ -244,9 +244,11 @@ def build_server(
         budget_book = BudgetBook(
             load_budgets(budgets, epoch_s=0), PriceBookCostModel(book, cluster.name, 0, models)
         )
+    policy_set = PolicySet.parse(policy)
+    policy_set.check()
     config = ControlConfig(
         cluster=cluster,
-        policy=PolicySet.parse(policy),
+        policy=policy_set,
         tenancy=tenancy,
         preemption=PreemptionConfig(min_runtime=min_runtime) if preempt else None,
         budgets=budget_book,

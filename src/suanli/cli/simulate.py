@@ -30,15 +30,15 @@ from suanli.config.budgets import load_budgets
 from suanli.config.cluster import load_cluster
 from suanli.config.tenancy import load_tenancy
 from suanli.core.budget import BudgetBook
+from suanli.core.builder import PolicySet, check_feasible
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.preemption import PreemptionConfig
-from suanli.core.registry import create
 from suanli.core.seams import OrderContext
 from suanli.core.tenancy import TenancySpec
 from suanli.metering.costmodel import PriceBookCostModel
 from suanli.metering.prices import load_price_book
 from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
-from suanli.sim.engine import PolicySet, check_feasible, simulate
+from suanli.sim.engine import simulate
 from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
 from suanli.sim.results import SimResult
@@ -62,13 +62,12 @@ NON_TTY_WIDTH = 200
 def resolve_policies(texts: Sequence[str]) -> list[PolicySet]:
     """Parsed policy sets, duplicates dropped (first kept), every name checked in the registry.
 
-    Raises ``SpecError`` (syntax) or ``UnknownPolicyError`` (name).
+    Raises ``SpecError`` (syntax) or ``UnknownPolicyError`` (name, listing the valid ones).
     """
     out: dict[str, PolicySet] = {}
     for text in texts:
         ps = PolicySet.parse(text.strip())
-        create("queue", ps.queue)
-        create("placement", ps.placement)
+        ps.check()
         out.setdefault(ps.label, ps)
     return list(out.values())
 
@@ -206,6 +205,7 @@ def run_all(
     preemption: PreemptionConfig | None = None,
     explain: Sequence[str] = (),
     budgets: Callable[[], BudgetBook] | None = None,
+    admission: dict[str, Any] | None = None,
 ) -> list[SimResult]:
     """Simulate ``jobs`` under each policy set in turn (same jobs, same seed)."""
     results = []
@@ -231,6 +231,7 @@ def run_all(
                 preemption=preemption,
                 explain=explain,
                 budgets=budgets() if budgets is not None else None,
+                admission=admission,
             )
         )
     return results
@@ -454,6 +455,7 @@ def simulate_command(
                 preemption=PreemptionConfig() if preempt else None,
                 explain=explain or [],
                 budgets=make_book,
+                admission=tenancy_config.admission if tenancy_config else None,
             )
     meta = run_meta(spec, jobs, seed, load, cycle_interval, until, loaded, time_scale)
     if as_json:

@@ -19,6 +19,9 @@ YAML file
         nominal: {gpu: 64, "gpu:H100": 32, cpu: 512, memory: 4Ti}
         borrowing_limit: {gpu: 32} # optional; needs a cohort
         lending_limit: {gpu: 16}   # optional; needs a cohort; at most the nominal
+    admission:                     # optional: admission plugins configured here, by name
+      user-limit:                  # admission/user-limit (suanli.core.admission.user_limit)
+        - {max_gpus: 16, max_jobs: 8}
 
 Resources and units: ``gpu`` (GPUs of any model) and ``gpu:<MODEL>`` (GPUs of one model; the
 cluster decides which names exist) in GPUs, ``cpu`` in cores, both in steps of 0.001 (stored
@@ -43,7 +46,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from suanli.config.cluster import parse_size
 from suanli.config.yamldoc import yaml_mapping
-from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, PriorityClass, SpecError
+from suanli.core.model import (
+    DEFAULT_PRIORITY_CLASSES,
+    MILLI,
+    KeyPathError,
+    PriorityClass,
+    SpecError,
+)
 from suanli.core.tenancy import CPU, GPU, GPU_MODEL_PREFIX, MEMORY, QueueSpec, TenancySpec
 
 __all__ = ["TenancyConfig", "load_tenancy", "parse_tenancy"]
@@ -56,12 +65,14 @@ _RESOURCE_HINT = f"resources: {', '.join(_RESOURCES)}, {GPU_MODEL_PREFIX}<MODEL>
 
 @dataclass(frozen=True)
 class TenancyConfig:
-    """The tenancy of one cluster: its queues and its priority classes (by name)."""
+    """The tenancy of one cluster: its queues, its priority classes (by name) and the
+    admission plugins it configures (``admission/<name>`` -> its configuration)."""
 
     tenancy: TenancySpec
     priority_classes: dict[str, PriorityClass] = field(
         default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES)
     )
+    admission: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,6 +108,7 @@ class TenancyDoc(_Doc):
 
     priority_classes: dict[str, PriorityClassDoc] | None = Field(default=None, min_length=1)
     queues: list[QueueDoc] = Field(min_length=1)
+    admission: dict[str, Any] | None = Field(default=None, min_length=1)
 
 
 _DOC_BY_SECTION: dict[str, type[_Doc]] = {
@@ -240,7 +252,28 @@ def _config(doc: TenancyDoc) -> TenancyConfig:
             name: PriorityClass(name, p.value, p.preemptible)
             for name, p in doc.priority_classes.items()
         }
-    return TenancyConfig(TenancySpec(tuple(queues)), classes)
+    return TenancyConfig(TenancySpec(tuple(queues)), classes, _admission(doc.admission or {}))
+
+
+def _admission(section: Mapping[str, Any]) -> dict[str, Any]:
+    """``admission``: each key a registered ``admission/<name>`` plugin that takes its
+    configuration from here (checked now, by making one: errors carry their key path)."""
+    from suanli.core.registry import UnknownPolicyError, create
+
+    out: dict[str, Any] = {}
+    for name, config in section.items():
+        if name in ("quota", "budget"):
+            raise SpecError(
+                f"admission.{name}: configured elsewhere (quotas by queues:, budgets by --budgets)"
+            )
+        try:
+            create("admission", str(name), config=config)
+        except UnknownPolicyError as e:
+            raise SpecError(f"admission.{name}: {e}") from None
+        except KeyPathError as e:
+            raise SpecError(str(e.within(f"admission.{name}"))) from None
+        out[str(name)] = config
+    return out
 
 
 # --------------------------------------------------------------------------------------------

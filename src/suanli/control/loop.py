@@ -1,8 +1,11 @@
 """The live scheduler loop: the core's cycle over the store's jobs, carried out by a backend.
 
-One ``Controller`` owns a core ``Scheduler`` over a ``ClusterView`` of the inventory, the
-same scheduler the simulator runs (``suanli.sim.engine``), and applies its decisions the way
-the simulator does, but durably and for real. Each ``step``:
+One ``Controller`` owns a core ``Scheduler`` over a ``ClusterView`` of the inventory, built
+by the same builder as the simulator's (``suanli.core.builder``), and applies its decisions
+through the same contract (``suanli.core.decisions.Applier``), but durably and for real. A job
+that could never start (no node could hold it, its queue could never admit it, it asks more
+than a per-user limit) is refused at submission with the reason the simulator gives. Each
+``step``:
 
 1. polls the backend: tasks that ended (an attempt is over when all its tasks are);
 2. reads new submissions and cancel requests from the store;
@@ -46,6 +49,7 @@ from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
 from suanli.control.spec import JobSpec
 from suanli.core.budget import BudgetBook
+from suanli.core.builder import PolicySet, Refusals, Setting, build
 from suanli.core.decisions import (
     Admit,
     Decision,
@@ -58,13 +62,8 @@ from suanli.core.decisions import (
 )
 from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.core.preemption import PreemptionConfig
-from suanli.core.registry import create
-from suanli.core.scheduler import Scheduler
-from suanli.core.seams import OrderContext
-from suanli.core.tenancy import QuotaBook
 from suanli.core.view import ClusterView, TaskPlacement
 from suanli.metering.prices import PriceBook
-from suanli.sim.engine import PolicySet, check_feasible
 from suanli.store import Store
 from suanli.store import jobs as js
 
@@ -90,6 +89,14 @@ class ControlConfig:
     seed: int = 0
     max_lost: int = 3
     """Lost attempts a job may have before it is ``lost`` itself."""
+
+    @property
+    def setting(self) -> Setting:
+        """What the scheduler is built from besides the policy set (as the simulator's)."""
+        t = self.tenancy
+        if t is None:
+            return Setting(preemption=self.preemption)
+        return Setting(t.tenancy, t.priority_classes, self.preemption, dict(t.admission))
 
 
 @dataclass
@@ -134,18 +141,9 @@ class Controller:
         self.metrics = metrics
         cluster = config.cluster
         self.view = ClusterView(cluster)
-        tenancy = config.tenancy
-        self.sched = Scheduler(
-            self.view,
-            create("queue", config.policy.queue),
-            create("placement", config.policy.placement),
-            strict=config.policy.strict,
-            ctx=OrderContext(tenancy.priority_classes) if tenancy is not None else None,
-            quotas=QuotaBook(tenancy.tenancy) if tenancy is not None else None,
-            preemption=config.preemption,
-            backfill=config.policy.backfill,
-            budgets=config.budgets,
-        )
+        setting = config.setting
+        self.sched = build(self.view, config.policy, setting, budgets=config.budgets)
+        self.refusals = Refusals(cluster, setting)
         self.rng = np.random.default_rng(config.seed)
         self.node_names = [n.name for n in cluster.nodes]
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
@@ -164,7 +162,6 @@ class Controller:
         self.reasons: dict[str, str] = {}  # job -> the reason this pass skipped it for
         self.written: dict[str, str | None] = {}  # pending job -> the reason in the store
         self.lost: dict[str, int] = {}
-        self._feasible: dict[tuple[Any, int], str | None] = {}  # shape -> why it never fits
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -536,16 +533,10 @@ class Controller:
 
     # ------------------------------------------------------------------ bookkeeping
     def _check_feasible(self, job: Job) -> None:
-        """``SpecError`` if no state of the cluster could ever hold ``job`` (as the simulator
-        checks a trace), remembered per request shape, refusals included."""
-        key = (job.task, job.min_tasks)
-        if key not in self._feasible:
-            try:
-                check_feasible(self.config.cluster, [job])
-                self._feasible[key] = None
-            except SpecError as e:  # "job <id> can never run ...": kept without the id
-                self._feasible[key] = str(e).removeprefix(f"job {job.id} ")
-        refused = self._feasible[key]
+        """``SpecError`` if no state of the cluster could ever hold ``job``, or its admission
+        checks could never let it start (its queue's ceiling, a per-user limit): the same
+        reason the simulator gives for a trace (``suanli.core.builder.Refusals``)."""
+        refused = self.refusals.why(job)
         if refused is not None:
             raise SpecError(f"job {job.id} {refused}")
 
@@ -640,7 +631,9 @@ def _job_of(rec: js.JobRecord) -> tuple[JobSpec, Job]:
     """A stored job's spec and its core job (in its stored class: a budget may have
     demoted it)."""
     spec = JobSpec.model_validate(rec.spec)
-    job = spec.job(rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue, rec.priority_class)
+    job = spec.job(
+        rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue, rec.priority_class, rec.user
+    )
     return spec, job
 
 

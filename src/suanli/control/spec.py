@@ -183,10 +183,11 @@ class JobSpec(BaseModel):
         tenant: str,
         queue: str,
         priority_class: str | None = None,
+        user: str = "",
     ) -> Job:
         """The core's job for this spec: submitted at ``submit`` (seconds on the control
-        plane's clock) for ``tenant`` in ``queue``, in ``priority_class`` if given (a budget
-        may have demoted it) else the spec's. Its ``runtime`` is unknown to a live
+        plane's clock) by ``user`` (the token's) for ``tenant`` in ``queue``, in
+        ``priority_class`` if given (a budget may have demoted it) else the spec's. Its ``runtime`` is unknown to a live
         scheduler; the maximum runtime (else infinity) stands in, and ``estimate`` is the
         user's, for backfill."""
         return Job(
@@ -201,4 +202,5 @@ class JobSpec(BaseModel):
             priority_class=priority_class or self.priority_class,
             estimate=self.estimate if self.estimate is not None else self.max_runtime,
             checkpoint_interval=self.checkpoint_interval,
+            user=user,
         )

@@ -3,8 +3,9 @@ every waiting job up to a depth), and the tests a later job must pass to start n
 
 EASY backfilling (Lifka's, as analysed by Mu'alem and Feitelson, IEEE TPDS 2001): when the
 first job in queue order cannot start, it gets a *reservation*: the earliest time ``until`` at
-which it would fit if running jobs end when their estimates say (``Job.estimate``, or a
-default for jobs without one; the true runtime with ``oracle``, as a reference only). Later
+which it would fit if running jobs end when their expected runtimes say (a
+``RuntimeEstimator``: ``runtime/estimate``, the user's estimate or a default for jobs without
+one; ``runtime/oracle``, the true runtime, as a reference only). Later
 jobs may still start now, but only if they end (by their estimate) before ``until``, or if the
 reserved job would still fit at ``until`` with them running. So a backfilled job never delays
 the reservation, as long as the estimates hold.
@@ -28,41 +29,31 @@ index and the compiled counting here.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-from suanli.core.decisions import Decision, JobPlacement
+from suanli.core.decisions import BehindReservation, Decision, JobPlacement, Skip
 from suanli.core.gang import place_job
+from suanli.core.lanes import Lane
 from suanli.core.model import MILLI, Job, TaskRequest
-from suanli.core.preemption import Running
-from suanli.core.seams import Placement
+from suanli.core.policies.runtime_estimate import UserEstimate
+from suanli.core.registry import register
+from suanli.core.running import Running
+from suanli.core.seams import HELD, Handle, Held, Placement, RuntimeEstimator
 from suanli.core.view import ClusterView
-
-if TYPE_CHECKING:
-    from suanli.core.conservative import Conservative
-    from suanli.core.scheduler import Scheduler
-
-DEFAULT_ESTIMATE = 86_400.0
-"""Seconds assumed for a job that gives no estimate (Slurm's ``DefaultTime`` plays this part)."""
 
 DEFAULT_DEPTH = 100
 """Pending jobs that get a conservative reservation, in queue order (Slurm's
 ``bf_max_job_test`` default is 100 as well)."""
 
 
-def duration(job: Job, oracle: bool, default: float = DEFAULT_ESTIMATE) -> float:
-    """How long ``job`` is expected to run: its estimate (or true runtime), else ``default``."""
-    est = job.runtime if oracle else job.estimate
-    return est if est is not None else default
-
-
-def estimated_end(r: Running, oracle: bool, default: float = DEFAULT_ESTIMATE) -> float:
-    """When ``r`` is expected to end: its start plus its estimate (or true runtime)."""
-    return r.start + duration(r.job, oracle, default)
+def estimated_end(r: Running, runtime: RuntimeEstimator) -> float:
+    """When ``r`` is expected to end: its start plus its expected runtime."""
+    return r.start + runtime.duration(r.job)
 
 
 def fits(view: ClusterView, job: Job) -> bool:
@@ -304,8 +295,8 @@ class RunningByEnd:
     rebuilds everything if the two still disagree (a start it was not told of).
     """
 
-    def __init__(self, view: ClusterView, oracle: bool) -> None:
-        self.oracle = oracle
+    def __init__(self, view: ClusterView, runtime: RuntimeEstimator) -> None:
+        self.runtime = runtime
         self.n_gpus = view.gpu_slots
         self.keys: list[tuple[float, str]] = []
         self.runs: list[Running] = []
@@ -340,7 +331,7 @@ class RunningByEnd:
             self._remove(jid)
         if self._dead > max(64, len(self.keys)):
             self._compact()
-        key = (estimated_end(r, self.oracle), jid)
+        key = (estimated_end(r, self.runtime), jid)
         slot = self._write(r.placement, key[0])
         p = bisect.bisect_left(self.keys, key)
         self.keys.insert(p, key)
@@ -374,7 +365,7 @@ class RunningByEnd:
     def rebuild(self, running: Iterable[Running]) -> None:
         self.keys, self.runs, self._entry, self._dead = [], [], {}, 0
         self._alloc(max(64, len(self.j_t0)), max(256, len(self.t_node)))
-        for r in sorted(running, key=lambda r: (estimated_end(r, self.oracle), r.job.id)):
+        for r in sorted(running, key=lambda r: (estimated_end(r, self.runtime), r.job.id)):
             self.add(r)
 
     def _remove(self, jid: str) -> None:
@@ -493,34 +484,134 @@ def still_fits(view: ClusterView, res: Reservation, nodes: Iterable[int]) -> boo
     return True
 
 
-class Easy:
-    """EASY backfill's state between cycles: the running jobs by estimated end, and a
-    generator reset to seed 0 for the what-if placement of a candidate."""
+@register("backfill", "none")
+class NoBackfill:
+    """No backfill: plain skip-ahead (a job that cannot start is passed over)."""
 
-    def __init__(self, view: ClusterView, oracle: bool) -> None:
-        self.oracle = oracle
-        self.by_end = RunningByEnd(view, oracle)
+    needs_running = False
+    needs_order = False
+    gates = False
+    """Takes no part in the cycle: the scheduler drops it."""
+
+    def __init__(self, runtime: RuntimeEstimator | None = None, depth: int = DEFAULT_DEPTH) -> None:
+        pass
+
+
+@register("backfill", "easy")
+class Easy:
+    """EASY: a reservation for the blocked head job; later jobs start only if they do not delay it."""
+
+    needs_running = True
+    needs_order = True
+    gates = True
+
+    def __init__(self, runtime: RuntimeEstimator | None = None, depth: int = DEFAULT_DEPTH) -> None:
+        self.runtime = runtime if runtime is not None else UserEstimate()
+
+    def bind(self, h: Handle) -> None:
+        """State between cycles: the running jobs by expected end, the reservation while it
+        holds, the lanes held behind it, and a generator reset to seed 0 for the what-if
+        placement of a candidate."""
+        self.h = h
+        view = h.view
+        self.by_end = RunningByEnd(view, self.runtime)
         self._rng = np.random.default_rng(0)
         self._rng_seed0 = self._rng.bit_generator.state
         self._node_out = np.empty(view.n_nodes, np.int64)  # per node, for one-task jobs
         self._node_after = np.empty(view.n_nodes, np.int64)
         self._masks: dict[TaskRequest, np.ndarray] = {}  # task_mask, while health holds
         self._health = view.health_changes
+        self._res_seen: Reservation | None = None
+        self._res_head: tuple[np.ndarray, TaskRequest] = (np.zeros(6, np.int64), TaskRequest())
+        self._reservation: Reservation | None = None  # the head's, kept while it holds
+        self._reservation_key: tuple[str, int] | None = None
+        self._deferred: list[int] = []  # lanes held behind a reservation, for the next cycle
+        # This cycle's head (the first pending job) and its reservation, once worked out.
+        self._head: Job | None = None
         self._res: Reservation | None = None
-        self._head: tuple[np.ndarray, TaskRequest] = (np.zeros(6, np.int64), TaskRequest())
+        self._res_known = True
 
-    def begin(self, sched: Scheduler, rng: np.random.Generator, out: list[Decision]) -> None:
-        """EASY plans nothing ahead: its reservation is made as the cycle goes."""
-        return None
-
+    # ---------------------------------------------------------------- the cycle
     def submitted(self, key: Any, job: Job) -> None:
         """A job joined the queue (EASY reads the scheduler's own queue)."""
 
-    def started(self, sched: Scheduler, job: Job) -> None:
-        self.by_end.add(sched._running[job.id])
+    def begin(self, rng: np.random.Generator, out: list[Decision]) -> None:
+        """EASY plans nothing ahead: lanes held last cycle are back in line, and the
+        reservation is made as the cycle goes, when a job behind the head first comes up."""
+        h = self.h
+        for i in self._deferred:
+            h.activate(h.lanes.lanes[i])
+        self._deferred.clear()
+        self._head = h.lanes.first_pending()
+        self._res = None
+        self._res_known = self._head is None
+
+    def gate(
+        self, job: Job, lane: Lane, rng: np.random.Generator, out: list[Decision]
+    ) -> Decision | Held | None:
+        if not self._res_known and job is not self._head:
+            # Worked out when a job behind the head first gets its turn.
+            self._res_known = True
+            self._res = self._head_reservation(self._head)
+        res = self._res
+        if res is not None and job is not res.job and self._behind(job, lane, res):
+            out.append(Skip(job, BehindReservation(res.job.id, res.until)))
+            self._deferred.append(lane.index)  # tried again next cycle
+            return HELD
+        return None
+
+    def started(self, job: Job) -> None:
+        h = self.h
+        self.by_end.add(h.running.records[job.id])
+        if self._head is not None and job is self._head:
+            # The head started: the next pending job is the one to reserve for.
+            self._head = h.lanes.first_pending()
+            self._res, self._res_known = None, self._head is None
+
+    def failed(self, job: Job) -> None:
+        if self._res is None:
+            self._res = self.reserve(job)
+
+    def restored(self, r: Running) -> None:
+        self.by_end.add(r)
 
     def ended(self, job_id: str) -> None:
         self.by_end.ended(job_id)
+
+    # ---------------------------------------------------------------- reservations
+    def _head_reservation(self, head: Job | None) -> Reservation | None:
+        """A reservation for the first pending job, if it cannot start now."""
+        h = self.h
+        if head is None or head.id not in h.lanes.pending:
+            return None
+        lane = h.lanes.lane_of(head.id)
+        table = h.table
+        blocked = lane.blocked is not None and lane.skipped == head.id
+        if not blocked and not (table.is_tracked(lane.shape) and not table.fits(lane.shape)):
+            return None  # the head may well start this cycle
+        key = (head.id, h.running.ended)
+        if self._reservation_key != key:
+            # Nothing ended since it was made (only jobs it allowed started): it still holds.
+            self._reservation_key = key
+            self._reservation = self.reserve(head)
+        return self._reservation
+
+    def running(self) -> RunningByEnd:
+        h = self.h
+        return self.by_end.sync(h.running.records, h.running.ended)
+
+    def reserve(self, job: Job) -> Reservation | None:
+        """EASY's reservation for ``job``, made now (``reserve``)."""
+        return reserve(self.h.view, job, self.running(), self.h.now)
+
+    def _behind(self, job: Job, lane: Lane, res: Reservation) -> bool:
+        """Whether starting ``job`` now could delay reservation ``res`` (EASY's test)."""
+        h = self.h
+        if h.now + self.runtime.duration(job) <= res.until:
+            return False  # it ends before the reservation starts
+        if h.table.is_tracked(lane.shape) and not h.table.fits(lane.shape):
+            return False  # cannot start anyway: its own Skip says why
+        return self.delays(job, res)
 
     def _mask(self, view: ClusterView, task: TaskRequest) -> np.ndarray:
         if view.health_changes != self._health:
@@ -531,27 +622,22 @@ class Easy:
             m = self._masks[task] = view.task_mask(task)
         return m
 
-    def running(self, sched: Scheduler) -> RunningByEnd:
-        return self.by_end.sync(sched._running, sched._ended)
-
-    def ends_before(self, job: Job, now: float, res: Reservation) -> bool:
-        """Whether ``job``, started now, is expected to end by the reservation's time."""
-        return now + duration(job, self.oracle) <= res.until
-
-    def behind(self, view: ClusterView, job: Job, res: Reservation, placement: Placement) -> bool:
-        """Whether starting ``job`` now where ``placement`` would put it (a what-if with a
+    def delays(self, job: Job, res: Reservation) -> bool:
+        """Whether starting ``job`` now where the placement would put it (a what-if with a
         generator seeded 0) would leave ``res.job`` without room at ``res.until``."""
         assert res.freed is not None
+        view: ClusterView = self.h.view
+        placement: Placement = self.h.placement
         if job.tasks == 1:
-            h = res.job
-            if res is not self._res:  # the reserved job's request, once per reservation
-                self._res = res
-                self._head = (task_params(h.task, h.tasks), h.task)
+            hj = res.job
+            if res is not self._res_seen:  # the reserved job's request, once per reservation
+                self._res_seen = res
+                self._res_head = (task_params(hj.task, hj.tasks), hj.task)
             outcome = _one_task_outcome(
                 view.gpu_free_milli, view.gpu_free_mem, view.free_cpu, view.free_mem,
                 view.gpu_cap_mem, self._mask(view, job.task), task_params(job.task, 1),
-                *res.freed, self._mask(view, self._head[1]), self._head[0],
-                res.counts, res.total, h.min_tasks, self._node_out,
+                *res.freed, self._mask(view, self._res_head[1]), self._res_head[0],
+                res.counts, res.total, hj.min_tasks, self._node_out,
                 self._node_after,
             )  # fmt: skip
             if outcome != _DEPENDS:
@@ -578,42 +664,3 @@ class Easy:
         finally:
             for tp in jp.tasks:
                 view.release(tp)
-
-
-# ------------------------------------------------------------------ modes
-
-
-def _easy(view: ClusterView, oracle: bool, depth: int) -> Easy:
-    return Easy(view, oracle)
-
-
-def _conservative(view: ClusterView, oracle: bool, depth: int) -> Conservative:
-    from suanli.core.conservative import Conservative  # it builds on this module
-
-    return Conservative(view, oracle, depth)
-
-
-MODES: dict[str, tuple[Callable[[ClusterView, bool, int], Easy | Conservative], bool]] = {
-    "easy": (_easy, False),
-    "oracle": (_easy, True),
-    "conservative": (_conservative, False),
-    "conservative-oracle": (_conservative, True),
-}
-"""Scheduler ``backfill`` values: (what keeps its state, by true runtimes). ``oracle`` is
-EASY by true runtimes; the ``-oracle`` modes are references no real scheduler has."""
-
-
-def make_backfill(
-    mode: str | None, view: ClusterView, depth: int = DEFAULT_DEPTH
-) -> Easy | Conservative | None:
-    """The backfill state for scheduler mode ``mode`` (None: plain skip-ahead); ``depth``:
-    how many pending jobs conservative backfill reserves for."""
-    if mode is None:
-        return None
-    if mode not in MODES:
-        known = ", ".join(repr(m) for m in MODES)
-        raise ValueError(f"backfill must be None or one of {known}, got {mode!r}")
-    if depth < 1:
-        raise ValueError(f"backfill depth must be >= 1, got {depth}")
-    make, oracle = MODES[mode]
-    return make(view, oracle, depth)

@@ -4,7 +4,8 @@ Mu'alem and Feitelson's "conservative" backfilling (IEEE TPDS 2001), bounded the
 backfill plugin bounds it (``bf_max_job_test``, 100 jobs by default). The plan is made on a
 *profile* of the cluster's future free capacity: the view now, then running jobs ending at
 their estimates (``Job.estimate``, else ``DEFAULT_ESTIMATE``; a job past its estimate is
-expected to end at once; ``oracle``: ``Job.runtime``, a reference only). The first ``depth``
+expected to end at once; with ``runtime/oracle``, ``Job.runtime``, a reference only). The
+first ``depth``
 pending jobs (the *window*) are taken in queue order (the static order of
 ``QueueOrder.key``):
 
@@ -29,7 +30,7 @@ fits now but would touch a reservation is skipped with ``BehindReservation(job, 
 naming the reservation that starts first among those it would touch; a lane's first waiting
 job says why, once per change of reason.
 
-What holds: with true runtimes (``-oracle``) no reserved job starts later than its first
+What holds: with true runtimes (``runtime/oracle``) no reserved job starts later than its first
 reservation, when jobs start with all their tasks on GPUs of speed 1 and the placement takes
 GPUs inside a node as the plan does (best-fit; first-fit for whole GPUs). A placement that
 picks other GPUs (random, worst-fit, FGD) may take GPUs a later job's reservation counted on;
@@ -46,19 +47,11 @@ test holds the two to the same decisions, with true runtimes).
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from suanli.core.backfill import RunningByEnd, duration, estimated_end, task_params
-from suanli.core.decisions import Admit, BehindReservation, Decision, Skip
-from suanli.core.model import Job, TaskRequest
-from suanli.core.preemption import Running
-from suanli.core.view import ClusterView, TaskPlacement
-
-if TYPE_CHECKING:
-    from suanli.core.scheduler import Scheduler, _Shape
-
+from suanli.core.backfill import DEFAULT_DEPTH, RunningByEnd, estimated_end, task_params
 from suanli.core.conservative_plan import (
     _DONE,
     _GROW_EVENTS,
@@ -75,6 +68,14 @@ from suanli.core.conservative_plan import (
     _shadow,
     _start_now,
 )
+from suanli.core.decisions import Admit, BehindReservation, Decision, Skip
+from suanli.core.lanes import Lane
+from suanli.core.model import Job, TaskRequest
+from suanli.core.policies.runtime_estimate import UserEstimate
+from suanli.core.registry import register
+from suanli.core.running import Running
+from suanli.core.seams import HELD, Handle, Held, RuntimeEstimator
+from suanli.core.view import ClusterView, TaskPlacement
 
 
 class _Profile:
@@ -243,15 +244,27 @@ class _Profile:
         return float(ahead.min()) if len(ahead) else float("inf")
 
 
+@register("backfill", "conservative")
 class Conservative:
-    """Conservative backfill's state between cycles: the queue in order, the profile, and the
-    plan over the window of the first ``depth`` pending jobs (see the module docstring)."""
+    """Conservative: a reservation for each of the first 100 pending jobs (Slurm's bf_max_job_test)."""
 
-    def __init__(self, view: ClusterView, oracle: bool, depth: int) -> None:
-        self.oracle = oracle
+    needs_running = True
+    needs_order = False
+    gates = True
+
+    def __init__(self, runtime: RuntimeEstimator | None = None, depth: int = DEFAULT_DEPTH) -> None:
+        if depth < 1:
+            raise ValueError(f"backfill depth must be >= 1, got {depth}")
+        self.runtime = runtime if runtime is not None else UserEstimate()
         self.depth = depth
+
+    def bind(self, h: Handle) -> None:
+        """State between cycles: the queue in order, the profile, and the plan over the
+        window of the first ``depth`` pending jobs (see the module docstring)."""
+        self.h = h
+        view = h.view
         self.view = view
-        self.by_end = RunningByEnd(view, oracle)
+        self.by_end = RunningByEnd(view, self.runtime)
         self.profile = _Profile(view)
         view.listeners.append(self._node_changed)
         self._changes = 0  # node changes on the view so far
@@ -337,7 +350,7 @@ class Conservative:
                     setattr(self, name, np.concatenate((a, np.zeros_like(a))))
             self._handle[job.id] = h
         self.h_shape[h] = self._shape(job)
-        self.h_dur[h] = duration(job, self.oracle)
+        self.h_dur[h] = self.runtime.duration(job)
         self.h_code[h] = _NO_STATUS
         self.h_hold[h] = -1
 
@@ -382,10 +395,10 @@ class Conservative:
         if h is not None:
             self._free_handles.append(h)
 
-    def _extend_window(self, sched: Scheduler) -> None:
+    def _extend_window(self) -> None:
         """Add pending jobs after the window's last, in queue order, until ``depth`` of its
         jobs are pending (entries of jobs gone are pruned on the way)."""
-        pending = sched._pending
+        pending = self.h.lanes.pending
         q = self._queue
         lo = 0 if self._last_entry is None else bisect.bisect_right(q, self._last_entry)
         i = lo
@@ -422,7 +435,7 @@ class Conservative:
         w_dur[n0:n1] = self.h_dur[hs]
         self.window.extend(added)
         self.window_ids.update(j.id for j in added)
-        n_lanes = len(sched._shapes)
+        n_lanes = len(self.h.lanes.lanes)
         if n_lanes > len(self._lanes[0]):
             more = n_lanes - len(self._lanes[0])
             self._lanes = tuple(
@@ -431,38 +444,53 @@ class Conservative:
             )
 
     # ---------------------------------------------------------------- the cycle
-    def begin(
-        self, sched: Scheduler, rng: np.random.Generator, out: list[Decision]
-    ) -> Conservative:
+    def begin(self, rng: np.random.Generator, out: list[Decision]) -> None:
         """Plan afresh if anything the plan rests on changed (starting the jobs it starts now
         and telling the others why they wait, once per change of reason); else plan for jobs
         that joined at the window's end, if any."""
+        h = self.h
         if (
             self._planned_at == self._changes
             and self._planned_queue == self._queue_version
-            and sched._now < self._next_change
-            and self.window_ids <= sched._pending.keys()
+            and h.now < self._next_change
+            and self.window_ids <= h.lanes.pending.keys()
         ):
             if len(self.window_ids) < self.depth and (
                 self._last_entry is None
                 or bisect.bisect_right(self._queue, self._last_entry) < len(self._queue)
             ):
                 n0 = len(self.window)
-                self._extend_window(sched)
-                if len(self.window) > n0 and self._run(sched, rng, out, n0):
-                    self._plan_again(sched, rng, out)
-            return self
-        self._plan_again(sched, rng, out)
-        return self
+                self._extend_window()
+                if len(self.window) > n0 and self._run(rng, out, n0):
+                    self._plan_again(rng, out)
+            return
+        self._plan_again(rng, out)
 
-    def _plan_again(self, sched: Scheduler, rng: np.random.Generator, out: list[Decision]) -> None:
+    def gate(
+        self, job: Job, lane: Lane, rng: np.random.Generator, out: list[Decision]
+    ) -> Decision | Held | None:
+        """A job within the plan's window is the plan's to start (held here); one beyond it
+        starts only around every reservation (``attempt``)."""
+        if job.id in self.window_ids:
+            return HELD  # within the plan's depth: its pass decided this job
+        decision = self.attempt(job, lane, rng, out)
+        return HELD if decision is None else decision
+
+    def failed(self, job: Job) -> None:
+        """A job beyond the window that could not start gets no reservation of its own."""
+
+    def restored(self, r: Running) -> None:
+        self.by_end.add(r)
+
+    def _plan_again(self, rng: np.random.Generator, out: list[Decision]) -> None:
+        h = self.h
         while True:
-            now = sched._now
-            self.by_end.sync(sched._running, sched._ended)
-            self._ended_seen = sched._ended
+            now = h.now
+            self.by_end.sync(h.running.records, h.running.ended)
+            self._ended_seen = h.running.ended
             self.profile.reset(now, self.by_end, keep_holds=False)
             self._stale = False
-            pending = sched._pending
+            pending = h.lanes.pending
             if (
                 self._planned_queue == self._queue_version
                 and self.window_ids <= pending.keys()
@@ -480,24 +508,25 @@ class Conservative:
                 self.window, self.window_ids, self._last_entry = [], set(), None
                 self.s_local[:] = -1
                 self.n_local = 0
-                self._extend_window(sched)
+                self._extend_window()
                 # A job pushed out of the window goes back to the skip-ahead queue.
                 for jid in old - self.window_ids:
                     e = pending.get(jid)
                     if e is not None:
-                        sched._activate(sched._shapes[e[1]])
-            n_lanes = len(sched._shapes)
+                        h.activate(h.lanes.lanes[e[1]])
+            n_lanes = len(h.lanes.lanes)
             self._lanes = (np.ones(n_lanes, np.bool_), np.zeros(n_lanes, np.bool_))
-            self._extend_window(sched)
+            self._extend_window()
             self._planned_queue = self._queue_version
             # Reservations may move: jobs held back beyond the window are worth another look.
-            self._wake_held(sched)
-            if not self._run(sched, rng, out, 0):
+            self._wake_held()
+            if not self._run(rng, out, 0):
                 return  # else an eviction changed the running jobs: plan again
 
-    def _run(self, sched: Scheduler, rng: np.random.Generator, out: list[Decision], j: int) -> bool:
+    def _run(self, rng: np.random.Generator, out: list[Decision], j: int) -> bool:
         """Plan window jobs ``j`` on; True if it must start over (running jobs were evicted)."""
-        now = sched._now
+        h = self.h
+        now = h.now
         prof = self.profile
         lo = j
         nw = len(self.window)
@@ -514,32 +543,27 @@ class Conservative:
                 prof.grow(code)
                 continue
             job = self.window[j]
-            lane = int(self._W[1][j])
-            shape = sched._shapes[lane]
+            li = int(self._W[1][j])
+            lane = h.lanes.lanes[li]
             j += 1
-            if shape.blocked is not None:
-                lane_open[lane], lane_dead[lane] = False, True  # it waits for its quota
+            if lane.blocked is not None:
+                lane_open[li], lane_dead[li] = False, True  # it waits for its quota
                 continue
-            decision = self._start(sched, job, shape, rng, float(self._W[2][j - 1]))
-            if sched._evictions:
-                out.extend(sched._evictions)
-                sched._evictions.clear()
+            decision = self._start(job, lane, rng, float(self._W[2][j - 1]), out)
             out.append(decision)
             if type(decision) is Admit:
-                sched._activate(shape)
-                self.started(sched, job)
+                h.activate(lane)
+                self.started(job)
                 if self._stale:
                     return True
             else:
-                shape.skipped = job.id
-                lane_open[lane], lane_dead[lane] = False, True
+                lane.skipped = job.id
+                lane_open[li], lane_dead[li] = False, True
         self._planned_at = self._changes
         self._next_change = prof.next_change()
-        return self._tell(sched, rng, out, lo, nw)
+        return self._tell(rng, out, lo, nw)
 
-    def _tell(
-        self, sched: Scheduler, rng: np.random.Generator, out: list[Decision], lo: int, hi: int
-    ) -> bool:
+    def _tell(self, rng: np.random.Generator, out: list[Decision], lo: int, hi: int) -> bool:
         """Skip decisions for the lane heads among window jobs ``lo..hi-1`` whose reason to
         wait changed since last told; True if telling one evicted running jobs."""
         w_stat, w_hold = self._W[3], self._W[4]
@@ -555,63 +579,57 @@ class Conservative:
         changed = heads[(self.h_code[hh] != st) | (self.h_hold[hh] != holder)]
         self.h_code[hh] = st
         self.h_hold[hh] = holder
-        table = sched.table
+        h = self.h
+        table = h.table
         for j in changed.tolist():
             job = self.window[j]
-            shape = sched._shapes[sched._pending[job.id][1]]
+            lane = h.lanes.lane_of(job.id)
             if w_stat[j] == _HELD_BACK:
                 r = int(w_hold[j])
                 if r >= 0:
                     out.append(Skip(job, self._behind(r)))
                 continue
-            if shape.skipped == job.id and (
-                shape.blocked is not None
-                or (table.is_tracked(shape.sid) and not table.fits(shape.sid))
+            if lane.skipped == job.id and (
+                lane.blocked is not None
+                or (table.is_tracked(lane.shape) and not table.fits(lane.shape))
             ):
                 continue  # already told why
-            decision = sched._try(job, shape, rng)
-            if sched._evictions:
-                out.extend(sched._evictions)
-                sched._evictions.clear()
+            decision = h.try_start(job, lane, rng, out)
             out.append(decision)
             if type(decision) is Admit:  # by evicting: the running jobs changed
-                sched._activate(shape)
-                self.started(sched, job)
+                h.activate(lane)
+                self.started(job)
                 return True
-            shape.skipped = job.id
+            lane.skipped = job.id
         return False
 
     def _behind(self, rid: int) -> BehindReservation:
         prof = self.profile
         return BehindReservation(self.window[int(prof.r_win[rid])].id, float(prof.r_until[rid]))
 
-    def _wake_held(self, sched: Scheduler) -> None:
+    def _wake_held(self) -> None:
         """The plan changed: lanes it held back are worth another look."""
-        for lane in self._held:
-            sched._activate(sched._shapes[lane])
+        h = self.h
+        for i in self._held:
+            h.activate(h.lanes.lanes[i])
         self._held.clear()
 
-    def decided(self, job: Job) -> bool:
-        """Whether ``job`` is in the plan's window (the plan decides when it starts)."""
-        return job.id in self.window_ids
-
     def attempt(
-        self, sched: Scheduler, job: Job, shape: _Shape, rng: np.random.Generator,
-        out: list[Decision],
-    ) -> Decision | None:  # fmt: skip
+        self, job: Job, lane: Lane, rng: np.random.Generator, out: list[Decision]
+    ) -> Decision | None:
         """Try to start ``job``, a job beyond the window: if its whole expected run fits
         around every reservation, as ``_start`` does; if it does not fit now at all, as the
         scheduler tries any job (its Skip says why). None if it fits now but would touch a
         reservation: it waits, out of the queue until the plan changes, told so (in ``out``)
         when that reason is new."""
         if self._stale:
-            self._refresh(sched)
+            self._refresh()
         h = self._handle[job.id]
         u = int(self.s_local[self.h_shape[h]])
         if u < 0:
             u = int(self._local_rows(self.h_shape[h : h + 1])[0])
         d = float(self.h_dur[h])
-        t_end = sched._now + d
+        t_end = self.h.now + d
         prof = self.profile
         v = self.view
         c0 = self._c0
@@ -621,19 +639,19 @@ class Conservative:
         )  # fmt: skip
         need = job.min_tasks
         if s_total >= need:
-            return self._start(sched, job, shape, rng, d)
+            return self._start(job, lane, rng, d, out)
         r = _holder(t_end, c0, prof.E) if v_total >= need else -1
         if r < 0:
-            return sched._try(job, shape, rng)
+            return self.h.try_start(job, lane, rng, out)
         holder = int(self._w_h[int(prof.r_win[r])])
         if self.h_code[h] != _HELD_BACK or self.h_hold[h] != holder:
             self.h_code[h], self.h_hold[h] = _HELD_BACK, holder
             out.append(Skip(job, self._behind(r)))
-        self._held.add(shape.lane)
+        self._held.add(lane.index)
         return None
 
     def _start(
-        self, sched: Scheduler, job: Job, shape: _Shape, rng: np.random.Generator, d: float
+        self, job: Job, lane: Lane, rng: np.random.Generator, d: float, out: list[Decision]
     ) -> Decision:
         """Start ``job`` now on what stays free throughout its expected run ``d``: on every
         node it fits now (``self._c0``), what reservations hold before its run ends is taken
@@ -641,7 +659,7 @@ class Conservative:
         chooses nodes and GPUs among the rest and no reservation moves."""
         prof = self.profile
         sfm, sgm, scpu, smem = self._shadow_arrays
-        _shadow(sched._now + d, self._c0, prof.P, sfm, sgm, scpu, smem, *self._scratch)
+        _shadow(self.h.now + d, self._c0, prof.P, sfm, sgm, scpu, smem, *self._scratch)
         view = self.view
         held: list[TaskPlacement] = []
         for x in np.flatnonzero(sfm.any(axis=1) | (scpu > 0) | (smem > 0)).tolist():
@@ -659,7 +677,7 @@ class Conservative:
         for tp in held:
             view.allocate(tp)
         try:
-            decision = sched._try(job, shape, rng)
+            decision = self.h.try_start(job, lane, rng, out)
         finally:
             for tp in reversed(held):
                 view.release(tp)
@@ -667,19 +685,19 @@ class Conservative:
             self._changes = changes  # the view is as it was
         return decision
 
-    def started(self, sched: Scheduler, job: Job) -> None:
+    def started(self, job: Job) -> None:
         """``job`` was admitted: it joins the profile as a running job (or, if running jobs
         were evicted for it, the profile is rebuilt around the reservations as they are and
         the next cycle plans afresh)."""
-        r = sched._running[job.id]
+        r = self.h.running.records[job.id]
         self.by_end.add(r)
         self.window_ids.discard(job.id)
         self._forget(job.id)
-        if sched._ended != self._ended_seen:
+        if self.h.running.ended != self._ended_seen:
             self._stale = True
             self._planned_at = -1
         elif not self._stale:
-            self.profile.add_running(r, estimated_end(r, self.oracle))
+            self.profile.add_running(r, estimated_end(r, self.runtime))
             self._next_change = min(self._next_change, self.profile.next_change())
             if self._planned_at >= 0:
                 self._planned_at = self._changes
@@ -689,9 +707,10 @@ class Conservative:
         """A running job ended (the next cycle plans afresh: the view changed)."""
         self.by_end.ended(job_id)
 
-    def _refresh(self, sched: Scheduler) -> None:
-        self.by_end.sync(sched._running, sched._ended)
-        self._ended_seen = sched._ended
-        self.profile.reset(sched._now, self.by_end, keep_holds=True)
+    def _refresh(self) -> None:
+        h = self.h
+        self.by_end.sync(h.running.records, h.running.ended)
+        self._ended_seen = h.running.ended
+        self.profile.reset(h.now, self.by_end, keep_holds=True)
         self._stale = False
-        self._wake_held(sched)
+        self._wake_held()

@@ -12,10 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from suanli.core.budget import BudgetBlock, BudgetExhausted
 from suanli.core.model import Job, TaskRequest
-from suanli.core.tenancy import OverQuota
 from suanli.core.view import TaskPlacement
+
+
+class Reason(Protocol):
+    """Why a job waits: a frozen value with the numbers behind it, whose ``str`` tells a user.
+    The cycle's own are below; each admission check brings its own (``OverQuota``,
+    ``BudgetBlock``, ``UserLimitReached``), so a new check needs no change here."""
+
+    def __str__(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +125,6 @@ class BehindReservation:
         return f"behind a reservation for job {self.job} until t={self.until:g} s"
 
 
-Reason = NoCapacity | HeadOfLine | OverQuota | BehindReservation | FairShareWait | BudgetBlock
-
-
 @dataclass(frozen=True, slots=True)
 class Admit:
     """Start ``job`` now with ``placement`` (possibly fewer tasks than asked, never below its gang minimum)."""
@@ -162,7 +165,7 @@ class Reject:
     """``job`` is refused at submission: it leaves the queue without running."""
 
     job: Job
-    reason: BudgetExhausted
+    reason: Reason
 
     def __str__(self) -> str:
         return f"refused: {self.reason}"
@@ -174,7 +177,7 @@ class Demoted:
 
     job: Job
     was: str
-    reason: BudgetExhausted
+    reason: Reason
 
     def __str__(self) -> str:
         return f"demoted from {self.was} to {self.job.priority_class}: {self.reason}"

@@ -1,10 +1,11 @@
-"""The scheduler's preemption phase: find the cheapest victims for a job that cannot start.
+"""preemption/checkpoint-aware: evict the victims that lose the least work for a job that
+cannot start.
 
 The rules (who may evict whom, protection, lost work) are in ``suanli.core.preemption``; this
-module applies them to a ``Scheduler``'s state. Everything is a what-if on the scheduler's
-view and quota book first (``evict`` and ``restore`` undo each other exactly); only a set of
-victims that lets the job start is kept, and the scheduler then emits one ``Preempt`` per
-victim before the job's ``Admit``.
+plugin applies them through the scheduler's handle. Everything is a what-if on the view, the
+ledgers (quota usage, fair-share holdings) and the running set first (``evict`` and
+``restore`` undo each other exactly); only a set of victims that lets the job start is kept,
+and then one ``Preempt`` per victim goes out before the job's ``Admit``.
 
 Two rules keep the guarantees of the other queues:
 
@@ -17,41 +18,65 @@ Two rules keep the guarantees of the other queues:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from suanli.core.budget import BudgetBlock
-from suanli.core.decisions import Admit, Decision, Preempt, Reason
+from suanli.core.admission.quota import QuotaAdmission, job_demand
+from suanli.core.decisions import Admit, Decision, NoCapacity, Preempt, Reason
+from suanli.core.lanes import Lane
 from suanli.core.model import MILLI, Job, TaskRequest
-from suanli.core.preemption import Running, protected, protected_until, victim_order
+from suanli.core.preemption import PreemptionConfig, protected, protected_until, victim_order
+from suanli.core.registry import register
+from suanli.core.running import Running
+from suanli.core.seams import Handle
 from suanli.core.tenancy import OverQuota, QuotaBook
 
-if TYPE_CHECKING:
-    from suanli.core.scheduler import Scheduler, _Shape
 
+@register("preemption", "checkpoint-aware")
+class CheckpointAware:
+    """Evict lower priorities, and borrowers to reclaim lent quota, losing the least work since their checkpoints."""
 
-def job_demand(job: Job, book: QuotaBook) -> np.ndarray:
-    """``job``'s whole demand over the book's governed resources (GPUs of any model)."""
-    t, n = job.task, job.tasks
-    return book.demand(
-        n * t.cpu_milli, n * t.memory_mib, n * t.gpu_share_milli if t.gpus else 0, None
-    )
+    def __init__(
+        self, config: PreemptionConfig | None = None, quota: QuotaAdmission | None = None
+    ) -> None:
+        self.config = config if config is not None else PreemptionConfig()
+        self.quota = quota
+        """The quota admission whose lent capacity may be reclaimed (None: no quotas)."""
+
+    def bind(self, h: Handle) -> None:
+        self.h = h
+
+    def preempt(
+        self, job: Job, lane: Lane, rng: np.random.Generator, why: Reason, out: list[Decision]
+    ) -> Decision | None:
+        """Evict the cheapest set of candidate victims that lets ``job`` start, and start it
+        (the victims' ``Preempt`` decisions go to ``out``); None (nothing changed) if no
+        such set exists. ``why`` is why it cannot start now: only room (``NoCapacity``) or
+        quota (``OverQuota``) can be made by evicting. With reclaim, a job left waiting
+        within its queue's nominal is owed room (``QuotaAdmission.note_owed``)."""
+        done = None
+        if isinstance(why, NoCapacity | OverQuota):  # (evicting gives a budget no room)
+            done = preempt(self.h, self.config, self.quota, job, lane, rng, why, out)
+        if done is None and self.config.reclaim and self.quota is not None:
+            self.quota.note_owed(job, lane)
+        return done
 
 
 def preempt(
-    s: Scheduler, job: Job, shape: _Shape, rng: np.random.Generator, why: Reason
+    s: Handle,
+    cfg: PreemptionConfig,
+    quota: QuotaAdmission | None,
+    job: Job,
+    lane: Lane,
+    rng: np.random.Generator,
+    why: Reason,
+    out: list[Decision],
 ) -> Decision | None:
-    """Evict the cheapest set of candidate victims that lets ``job`` start, and start it;
-    None (nothing changed) if no such set exists. ``why`` is why it cannot start now."""
-    cfg = s.preemption
-    assert cfg is not None
-    if isinstance(why, BudgetBlock):
-        return None  # evicting others gives its budget no room
-    now = s._now
+    """See ``CheckpointAware.preempt``."""
+    now = s.now
     prio = s.ctx.priority(job)
-    book = s.quotas
-    q = shape.queue
+    book = quota.book if quota is not None else None
+    charged = quota.charged if quota is not None else {}
+    q = quota.lane_queue(lane) if quota is not None else -1
     reclaiming = False
     if book is not None and q >= 0 and cfg.reclaim:
         d = job_demand(job, book)
@@ -63,16 +88,17 @@ def preempt(
         over[q] = False
         borrowing = set(np.flatnonzero(over).tolist())
     kinds: dict[str, str] = {}
-    running = s._running
-    for p_val, ids in s._evictable.items():
+    running = s.running.records
+    for p_val, ids in s.running.evictable.items():
         lower = p_val < prio
         if not lower and not (reclaiming and borrowing):
             continue
         for i in ids:
             r = running[i]
-            if book is None or r.queue == q:
+            rq = charged[i][0] if book is not None else -1
+            if book is None or rq == q:
                 kind = "priority" if lower else ""
-            elif r.queue in borrowing:
+            elif rq in borrowing:
                 # Taking back lent quota is the stronger right (and the shorter protection).
                 kind = "reclaim" if reclaiming else "priority" if lower else ""
             else:
@@ -86,15 +112,15 @@ def preempt(
                 # Protected for now: worth another look when its protection ends.
                 until = protected_until(r, now, cfg, reclaim)
                 if until > now:
-                    s._protect_wake = min(s._protect_wake, until)
-                    s._protect_lanes.add(shape.lane)
+                    s.retry_at(until, lane)
     if not kinds:
         return None
     if (
         isinstance(why, OverQuota)
+        and quota is not None
         and book is not None
         and not book.per_model  # (per model, another model's quota may be the one to clear)
-        and not _quota_can_clear(s, book, q, why, kinds)
+        and not _quota_can_clear(quota, q, why, kinds)
     ):
         return None
     # Cheap necessary condition, by GPU share alone: counting each node's free share plus
@@ -121,7 +147,7 @@ def preempt(
         }
     order = victim_order([running[i] for i in kinds], now)
     if job.tasks == 1:
-        evicted = _one_node(s, job, shape, order, q, why)
+        evicted = _one_node(s, quota, job, lane, order, q, why)
         if evicted is _NO_NODE:
             return None  # no node could make room, whatever it evicted
     else:
@@ -129,54 +155,51 @@ def preempt(
         if _room_after_all(s, job, order) < job.min_tasks:
             return None
     if evicted is None:
-        evicted = _greedy(s, job, shape, order, q, share)
+        evicted = _greedy(s, quota, job, lane, order, q, share)
         if evicted is None:
             return None
     # Reprieve every victim not needed after all, the most expensive first.
     for r in sorted(evicted, key=lambda r: (-r.lost_gpu_seconds(now), r.start, r.job.id)):
         restore(s, r)
-        if not fits(s, job, shape):
+        if not fits(s, quota, job, lane):
             evict(s, r)
-    victims = [r for r in evicted if r.job.id not in s._running]
-    s._preempting = True
-    try:
-        decision = s._place(job, shape, rng)
-    finally:
-        s._preempting = False
+    victims = [r for r in evicted if r.job.id not in running]
+    decision = s.place(job, lane, rng)
     if type(decision) is not Admit:  # fits() said it would fit: cannot happen
         raise AssertionError(f"job {job.id} fits after evictions but was not placed")
-    s._ended += len(victims)
     for r in victims:
-        s._preempted_at.setdefault(r.job.id, []).append(now)
-        s._evictions.append(
+        out.append(
             Preempt(
                 r.job, r.placement, job.id, kinds[r.job.id], r.lost_gpu_seconds(now), r.kept(now)
             )
         )
-        if book is not None:
-            s._charged.pop(r.job.id)
-            s._wake_blocked(book.queues[r.queue])
-        if s.budget is not None:
-            s._settled(r.job.id, now)
+        s.evicted(r)
     return decision
 
 
 def _greedy(
-    s: Scheduler, job: Job, shape: _Shape, order: list[Running], q: int, share: int
+    s: Handle,
+    quota: QuotaAdmission | None,
+    job: Job,
+    lane: Lane,
+    order: list[Running],
+    q: int,
+    share: int,
 ) -> list[Running] | None:
     """Evict candidates cheapest first, wherever they run, until ``job`` fits (then kept
     evicted, to be reprieved); None, with everything restored, if it never does."""
-    book = s.quotas
     need = job.min_tasks * share
     free_now = int(s.view.node_free_milli.sum())
     evicted: list[Running] = []
     for r in order:
-        if book is not None and r.queue != q and not _borrowing(book, r.queue):
-            continue  # its queue is back within its quota: the rest of it is guaranteed
+        if quota is not None:
+            rq = quota.charged[r.job.id][0]
+            if rq != q and not _borrowing(quota.book, rq):
+                continue  # its queue is back within its quota: the rest of it is guaranteed
         evict(s, r)
         evicted.append(r)
         free_now += r.placement.gpu_milli
-        if free_now >= need and fits(s, job, shape):
+        if free_now >= need and fits(s, quota, job, lane):
             return evicted
     for r in reversed(evicted):
         restore(s, r)
@@ -187,7 +210,7 @@ _NO_NODE: list[Running] = []
 """``_one_node``'s answer when no node can make room (the general search would fail too)."""
 
 
-def _room_after_all(s: Scheduler, job: Job, order: list[Running]) -> int:
+def _room_after_all(s: Handle, job: Job, order: list[Running]) -> int:
     """How many of ``job``'s tasks the cluster could take if every candidate were evicted
     (node by node, by arithmetic; nodes without candidates as they are): an upper bound."""
     view = s.view
@@ -232,7 +255,13 @@ def _count(
 
 
 def _one_node(
-    s: Scheduler, job: Job, shape: _Shape, order: list[Running], q: int, why: Reason
+    s: Handle,
+    quota: QuotaAdmission | None,
+    job: Job,
+    lane: Lane,
+    order: list[Running],
+    q: int,
+    why: Reason,
 ) -> list[Running] | None:
     """Victims for a one-task job, in two parts worked out by arithmetic alone:
 
@@ -246,21 +275,26 @@ def _one_node(
     (nothing changed) if it still does not, for the general search to try, or ``_NO_NODE``
     if no set can work."""
     view = s.view
-    book = s.quotas
+    book = quota.book if quota is not None else None
+    charged = quota.charged if quota is not None else {}
     t = job.task
-    now = s._now
+    now = s.now
     left0: dict[int, np.ndarray] = {}  # other queues: how far above nominal they still are
     if book is not None:
         for r in order:
-            if r.queue != q and r.queue not in left0:
-                left0[r.queue] = book.usage[r.queue] - book.nominal[r.queue]
+            rq = charged[r.job.id][0]
+            if rq != q and rq not in left0:
+                left0[rq] = book.usage[rq] - book.nominal[rq]
 
     def allowed(r: Running, left: dict[int, np.ndarray]) -> bool:
         """Take ``r`` if its queue may lose it (within the what-if so far)."""
-        if r.queue in left:
-            if not (left[r.queue] > 0).any():
+        if book is None:
+            return True
+        rq, demand = charged[r.job.id]
+        if rq in left:
+            if not (left[rq] > 0).any():
                 return False  # back within its quota: the rest of it is guaranteed
-            left[r.queue] = left[r.queue] - s._charged[r.job.id][1]
+            left[rq] = left[rq] - demand
         return True
 
     # Part 1: the quota.
@@ -273,9 +307,9 @@ def _one_node(
         for r in order:
             if short <= 0:
                 break
-            if own_only and r.queue != q:
+            if own_only and charged[r.job.id][0] != q:
                 continue
-            amount = s._charged[r.job.id][1][j]
+            amount = charged[r.job.id][1][j]
             if amount <= 0 or not allowed(r, left_q):
                 continue
             base.append(r)
@@ -327,7 +361,7 @@ def _one_node(
         return _NO_NODE
     for r in chosen:
         evict(s, r)
-    if fits(s, job, shape):
+    if fits(s, quota, job, lane):
         return chosen
     for r in reversed(chosen):
         restore(s, r)
@@ -359,20 +393,20 @@ def _room(t: TaskRequest, g_free: np.ndarray, g_mem: np.ndarray, cpu: int, mem: 
     return bool(fit.any())
 
 
-def _quota_can_clear(
-    s: Scheduler, book: QuotaBook, q: int, why: OverQuota, kinds: dict[str, str]
-) -> bool:
+def _quota_can_clear(quota: QuotaAdmission, q: int, why: OverQuota, kinds: dict[str, str]) -> bool:
     """Whether evicting every candidate could free the quota ``why`` lacks: only the job's
     own queue's jobs lower its usage (a nominal or borrowing-limit block); for a cohort's
     pool, borrowers of the cohort count too. A cheap necessary condition."""
+    book = quota.book
     j = book.r_index[why.resource]
     short = _quota_short(book, q, why)
     own_only = not why.limit.startswith("cohort")
     freed = 0.0
     for i in kinds:
-        if own_only and s._running[i].queue != q:
+        rq, demand = quota.charged[i]
+        if own_only and rq != q:
             continue
-        freed += s._charged[i][1][j]
+        freed += demand[j]
         if freed >= short:
             return True
     return False
@@ -397,11 +431,11 @@ def _borrowing(book: QuotaBook, queue: int) -> bool:
     return bool((book.usage[queue] > book.nominal[queue]).any())
 
 
-def fits(s: Scheduler, job: Job, shape: _Shape) -> bool:
+def fits(s: Handle, quota: QuotaAdmission | None, job: Job, lane: Lane) -> bool:
     """Whether ``job`` could start now: its quota, then free capacity (exact counts)."""
     allowed = None
-    if shape.queue >= 0:
-        over, allowed = s._quota(job, shape.queue)
+    if quota is not None:
+        over, allowed = quota.allowed(job, quota.lane_queue(lane))
         if over is not None:
             return False
     k = s.view.fit_counts(job.task, job.tasks)
@@ -410,25 +444,20 @@ def fits(s: Scheduler, job: Job, shape: _Shape) -> bool:
     return int(k.sum()) >= job.min_tasks
 
 
-def evict(s: Scheduler, r: Running) -> None:
-    """Take ``r`` off the view and its quota (a what-if until the eviction is decided)."""
+def evict(s: Handle, r: Running) -> None:
+    """Take ``r`` off the view, its ledgers and the running set (a what-if until the eviction
+    is decided)."""
     for tp in r.placement.tasks:
         s.view.release(tp)
-    if s.quotas is not None:
-        queue, demand = s._charged[r.job.id]
-        s.quotas.refund(queue, demand)
-    if s.fair:
-        s._evicted_group[r.job.id] = s._shares.stop(r.job.id, r.placement)
-    s._drop_running(r)
+    for ledger in s.ledgers:
+        ledger.suspend(r.job.id)
+    s.running.drop(r)
 
 
-def restore(s: Scheduler, r: Running) -> None:
+def restore(s: Handle, r: Running) -> None:
     """Undo ``evict``."""
     for tp in r.placement.tasks:
         s.view.allocate(tp)
-    if s.quotas is not None:
-        queue, demand = s._charged[r.job.id]
-        s.quotas.charge(queue, demand)
-    if s.fair:
-        s._shares.start(r.job.id, s._evicted_group.pop(r.job.id), r.placement)
-    s._add_running(r)
+    for ledger in s.ledgers:
+        ledger.resume(r.job.id)
+    s.running.add(r)

@@ -263,7 +263,9 @@ class Job:
     ``checkpoint_interval`` is how often (seconds of running) the job saves its progress;
     a preempted job resumes from its last checkpoint, and without one it starts over.
     ``storage_gb`` is storage the job holds while it runs and ``network_gb`` what it transfers
-    over a whole run, both only metered (declared by the user, 0 if not).
+    over a whole run, both only metered (declared by the user, 0 if not). ``user`` is who
+    submitted it (the trace's user where it records one, the token's user live; ``""``: not
+    known, and per-user limits then count the job under its tenant).
     """
 
     id: str
@@ -280,6 +282,7 @@ class Job:
     checkpoint_interval: float | None = None
     storage_gb: float = 0.0
     network_gb: float = 0.0
+    user: str = ""
 
     def __post_init__(self) -> None:
         if not self.id:

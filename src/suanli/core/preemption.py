@@ -34,10 +34,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from suanli.core.decisions import JobPlacement
-from suanli.core.model import Job, PriorityClass, SpecError
+from suanli.core.model import PriorityClass, SpecError
+from suanli.core.running import Running
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class PreemptionConfig:
     reclaim: bool = True
     reclaim_within: float | None = None
     """Longest a borrower's minimum runtime shields it from reclaim (None: ``min_runtime``)."""
+    policy: str = "checkpoint-aware"
+    """The ``preemption/...`` plugin that applies these rules (``suanli policies``)."""
 
     def __post_init__(self) -> None:
         for name in ("min_runtime", "window", "restart_overhead", "reclaim_within"):
@@ -61,41 +63,6 @@ class PreemptionConfig:
                 raise SpecError(f"preemption {name} must be >= 0, got {v}")
         if self.max_preemptions < 0:
             raise SpecError(f"preemption max_preemptions must be >= 0, got {self.max_preemptions}")
-
-
-@dataclass(slots=True)
-class Running:
-    """What the scheduler keeps about a running job, for choosing victims."""
-
-    job: Job
-    placement: JobPlacement
-    queue: int
-    start: float
-    priority: int
-    preemptible: bool
-    preempted_at: list[float] = field(default_factory=list)
-    """When this job was preempted before (all attempts)."""
-    overhead: float = 0.0
-    """Restart overhead at the start of this attempt (a resumed job's), during which no work
-    is done."""
-
-    def kept(self, now: float) -> float:
-        """Seconds of this attempt's running that its last checkpoint saved (checkpoints
-        count working time, after the restart overhead; 0 without checkpoints)."""
-        interval = self.job.checkpoint_interval
-        if not interval:
-            return 0.0
-        worked = max(0.0, max(0.0, now - self.start) - self.overhead)
-        return math.floor(worked / interval) * interval
-
-    def since_checkpoint(self, now: float) -> float:
-        """Seconds of this attempt an eviction now would waste: all but the work saved at its
-        last checkpoint."""
-        return max(0.0, now - self.start) - self.kept(now)
-
-    def lost_gpu_seconds(self, now: float) -> float:
-        """GPU-seconds of work an eviction now would destroy."""
-        return self.placement.gpu_milli / 1000.0 * self.since_checkpoint(now)
 
 
 def min_runtime(cfg: PreemptionConfig, reclaim: bool) -> float:

@@ -8,6 +8,10 @@ seed gives the same decisions, event for event.
 
 A job's duration: ``runtime × tasks / started_tasks / speed``, where ``speed`` is the slowest
 GPU model of its placement (1.0 for CPU-only tasks).
+
+``PolicySet``, ``check_feasible`` and ``ImpossibleJobError`` live in ``suanli.core.builder``
+(the live control plane builds its scheduler there too) and are named here for callers of the
+simulator.
 """
 
 from __future__ import annotations
@@ -17,11 +21,20 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from suanli.core.backfill import DEFAULT_DEPTH
 from suanli.core.budget import BudgetBook
+from suanli.core.builder import (
+    ImpossibleJobError,
+    PolicySet,
+    Setting,
+    build,
+    check_admissible,
+    check_feasible,
+)
 from suanli.core.decisions import (
     Admit,
     Demoted,
@@ -32,149 +45,15 @@ from suanli.core.decisions import (
     Skip,
     apply,
 )
-from suanli.core.model import (
-    DEFAULT_PRIORITY_CLASSES,
-    ClusterSpec,
-    Job,
-    PriorityClass,
-    SpecError,
-)
-from suanli.core.preemption import PreemptionConfig, no_borrow_class
-from suanli.core.registry import create
+from suanli.core.model import ClusterSpec, Job, SpecError
+from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
-from suanli.core.tenancy import QuotaBook, TenancySpec
+from suanli.core.tenancy import TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.attempts import FINISHED, PREEMPTED, RUNNING, AttemptLog
 from suanli.sim.explain import Explainer
 from suanli.sim.results import JobRecords, SimResult, summarise
-
-
-class ImpossibleJobError(SpecError):
-    """A job that could not run even on the empty cluster."""
-
-
-_BACKFILL_MODES = {
-    "easy": "easy",
-    "easy-oracle": "oracle",
-    "conservative": "conservative",
-    "conservative-oracle": "conservative-oracle",
-}
-"""Policy-set MODE -> the scheduler's ``backfill`` value."""
-
-
-@dataclass(frozen=True, slots=True)
-class PolicySet:
-    """One combination of policies to simulate, by registry name.
-
-    ``strict``: the head of the queue blocks everything behind it. ``backfill``: skip-ahead
-    behind reservations (``suanli.core.backfill``): ``easy`` for the blocked head by the
-    jobs' estimates, ``oracle`` the same by their true runtimes (a reference);
-    ``conservative`` for every pending job up to the scheduler's depth, and
-    ``conservative-oracle`` by true runtimes; None: plain skip-ahead.
-    """
-
-    queue: str = "fifo"
-    placement: str = "best-fit"
-    strict: bool = False
-    backfill: str | None = None
-
-    @property
-    def label(self) -> str:
-        mode = "/strict" if self.strict else ""
-        if self.backfill:
-            mode = "/" + next(
-                (k for k, v in _BACKFILL_MODES.items() if v == self.backfill), self.backfill
-            )
-        return f"{self.queue}{mode}+{self.placement}"
-
-    @classmethod
-    def parse(cls, text: str) -> PolicySet:
-        """``QUEUE[/MODE]+PLACEMENT``, e.g. ``fifo/strict+first-fit``, ``priority+best-fit`` or
-        ``fair-share/easy+best-fit``; MODE is ``skip`` (default), ``strict``, ``easy``,
-        ``easy-oracle``, ``conservative`` or ``conservative-oracle``."""
-        parts = [p.strip() for p in text.split("+")]
-        if len(parts) != 2 or not all(parts):
-            raise SpecError(f"policy set {text!r}: expected QUEUE[/MODE]+PLACEMENT")
-        queue, _, mode = (p.strip() for p in parts[0].partition("/"))
-        modes = {"": None, "skip": None, "strict": None, **_BACKFILL_MODES}
-        if mode not in modes:
-            raise SpecError(
-                f"policy set {text!r}: mode must be skip, strict, easy or easy-oracle (EASY "
-                "backfill), or conservative or conservative-oracle (conservative backfill), "
-                f"got {mode!r}"
-            )
-        return cls(queue=queue, placement=parts[1], strict=mode == "strict", backfill=modes[mode])
-
-
-def check_feasible(cluster: ClusterSpec, jobs: Sequence[Job]) -> None:
-    """Raise ``ImpossibleJobError`` for the first job that cannot fit the empty cluster."""
-    view = ClusterView(cluster)
-    seen: set[tuple[object, int]] = set()
-    for job in jobs:
-        key = (job.task, job.min_tasks)
-        if key in seen:
-            continue
-        seen.add(key)
-        k = view.fit_counts(job.task, job.min_tasks)
-        if int(k.sum()) < job.min_tasks:
-            t = job.task
-            models = "|".join(sorted(t.gpu_models)) or "any"
-            raise ImpossibleJobError(
-                f"job {job.id} can never run on cluster {cluster.name}: {job.min_tasks} task(s) of "
-                f"{t.gpus} GPU(s) × {t.gpu_milli} milli ({models}), {t.cpu_milli} mCPU, "
-                f"{t.memory_mib} MiB; the empty cluster fits {int(k.sum())}"
-            )
-
-
-def check_quotas(
-    cluster: ClusterSpec,
-    jobs: Sequence[Job],
-    tenancy: TenancySpec,
-    preemption: PreemptionConfig | None = None,
-    classes: Mapping[str, PriorityClass] | None = None,
-) -> None:
-    """Raise ``ImpossibleJobError`` for the first job its queue can never admit (or that no
-    queue serves): its whole demand must fit the queue's ceiling (its nominal, for a job that
-    may not borrow: ``no_borrow_class``), on some GPU model it may use when GPUs are governed
-    per model."""
-    classes = DEFAULT_PRIORITY_CLASSES if classes is None else classes
-    book = QuotaBook(tenancy)
-    view = ClusterView(cluster)
-    models = [m.name for m in cluster.gpu_models]
-    seen: set[tuple[object, ...]] = set()
-    for job in jobs:
-        queue = tenancy.queue_of(job)
-        t = job.task
-        nb = no_borrow_class(job.priority_class, classes, preemption)
-        key = (queue, t, job.tasks, nb)
-        if key in seen:
-            continue
-        seen.add(key)
-        n = job.tasks
-        gpu = n * t.gpu_share_milli if t.gpus else 0
-        why = book.impossible(queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, None), nb)
-        if why is None and gpu and book.per_model:
-            usable = [m for m in models if not t.gpu_models or m in t.gpu_models]
-            whys = {
-                m: book.impossible(
-                    queue, book.demand(n * t.cpu_milli, n * t.memory_mib, gpu, m), nb
-                )
-                for m in usable
-            }
-            allowed = [m for m, w in whys.items() if w is None]
-            if not allowed:
-                why = next(iter(whys.values()), None) or "no GPU model it may use"
-            else:
-                # The models its quota allows must also be able to hold it, on an empty cluster.
-                k = view.fit_counts(t, job.tasks) * view.model_ok(frozenset(allowed))
-                if int(k.sum()) < job.min_tasks:
-                    why = (
-                        f"queue {queue} allows GPU models {', '.join(allowed)}, whose nodes fit "
-                        f"only {int(k.sum())} of its {job.min_tasks} task(s)"
-                    )
-        if why is not None:
-            raise ImpossibleJobError(f"job {job.id} can never be admitted: {why}")
 
 
 def simulate(
@@ -192,6 +71,8 @@ def simulate(
     scheduler: type[Scheduler] = Scheduler,
     explain: Collection[str] = (),
     budgets: BudgetBook | None = None,
+    admission: Mapping[str, Any] | None = None,
+    backfill_depth: int = DEFAULT_DEPTH,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -206,12 +87,22 @@ def simulate(
     ``explain`` names jobs whose timelines to keep (``SimResult.explain``). ``budgets``
     (a fresh ``BudgetBook`` per run: it keeps the accounts) applies budgets' hard actions:
     refused jobs never run, demoted ones run in their new class (``SimResult.budget``).
+    ``admission``: configured admission plugins, name -> configuration (the quota file's
+    ``admission:`` section, e.g. ``user-limit``). The scheduler is built by
+    ``suanli.core.builder.build``, as the live control plane's is. ``backfill_depth``: the
+    pending jobs conservative backfill reserves for.
     """
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
+    setting = Setting(
+        tenancy,
+        ctx.priority_classes if ctx is not None else None,
+        preemption,
+        dict(admission or {}),
+        backfill_depth,
+    )
     check_feasible(cluster, jobs)
-    if tenancy is not None:
-        check_quotas(cluster, jobs, tenancy, preemption, ctx.priority_classes if ctx else None)
+    check_admissible(cluster, jobs, setting)
     # A million-job replay holds millions of long-lived objects; without this, the cyclic
     # garbage collector re-traverses all of them again and again. Restored on the way out.
     gc.collect()
@@ -221,19 +112,26 @@ def simulate(
             cluster,
             jobs,
             policy,
+            setting,
             seed,
             cycle_interval,
             until,
-            ctx,
             progress,
             scheduler,
-            tenancy,
-            preemption,
             explain,
             budgets,
         )
     finally:
         gc.unfreeze()
+
+
+__all__ = [
+    "ImpossibleJobError",
+    "PolicySet",
+    "check_admissible",
+    "check_feasible",
+    "simulate",
+]
 
 
 class _Replay:
@@ -364,31 +262,20 @@ def _run(
     cluster: ClusterSpec,
     jobs: Sequence[Job],
     policy: PolicySet,
+    setting: Setting,
     seed: int,
     cycle_interval: float,
     until: float | None,
-    ctx: OrderContext | None,
     progress: Callable[[int], None] | None,
     scheduler: type[Scheduler],
-    tenancy: TenancySpec | None = None,
-    preemption: PreemptionConfig | None = None,
     explain: Collection[str] = (),
     budgets: BudgetBook | None = None,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     view = ClusterView(cluster)
-    sched = scheduler(
-        view,
-        create("queue", policy.queue),
-        create("placement", policy.placement),
-        strict=policy.strict,
-        ctx=ctx,
-        quotas=QuotaBook(tenancy) if tenancy is not None else None,
-        preemption=preemption,
-        backfill=policy.backfill,
-        budgets=budgets,
-    )
+    sched = build(view, policy, setting, budgets=budgets, scheduler=scheduler)
+    preemption = setting.preemption
     n = len(jobs)
     times = np.fromiter((j.submit for j in jobs), dtype=np.float64, count=n)
     if not bool((np.diff(times) > 0).all()):  # already in (submit, id) order when strictly rising

@@ -547,6 +547,7 @@ def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
 
     paths = tenant_paths(config.tenants)
     tenant_names = [p[0] for p in paths]
+    user_names = [p[0].rsplit("/", 1)[-1] for p in paths]  # tenant org/department/user
     queue_names = [p[1] for p in paths]
     requests = [r.request for r in recipes]
     ti = tenant_idx.tolist()
@@ -563,6 +564,10 @@ def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
         [prio_names[i] for i in prio_idx.tolist()],
         [None if e != e else e for e in estimate.tolist()],  # NaN -> no estimate
         util.tolist(),
+        [None] * n,  # checkpoint_interval
+        [0.0] * n,  # storage_gb
+        [0.0] * n,  # network_gb
+        [user_names[i] for i in ti],
     )
     # A million new objects would trigger many full garbage collections (none can free
     # anything: every object is kept); pausing the collector keeps the build linear.

@@ -1,18 +1,3 @@
-"""Built-in policies. Each module registers one policy as ``seam/name``."""
-
-from suanli.core.policies import (  # noqa: F401
-    best_fit,
-    dot_product,
-    fair_share,
-    fgd,
-    fgd_baselines,
-    fifo,
-    first_fit,
-    frag_balance,
-    packing,
-    priority,
-    random_fit,
-    sjf,
-    smallest_first,
-    worst_fit,
-)
+"""Built-in queue orders, placements and runtime estimators: one policy per module, each
+registering itself as ``seam/name`` when imported (``suanli.core.registry.BUILTIN`` lists
+them)."""

@@ -6,11 +6,11 @@ from typing import Any
 
 from suanli.core.model import Job
 from suanli.core.registry import register
-from suanli.core.seams import OrderContext
+from suanli.core.seams import OrderContext, StaticOrder
 
 
 @register("queue", "priority")
-class Priority:
+class Priority(StaticOrder):
     """Highest priority class first, then submit time, then job id."""
 
     def key(self, job: Job, ctx: OrderContext) -> tuple[Any, ...]:

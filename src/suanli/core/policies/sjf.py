@@ -6,11 +6,11 @@ from typing import Any
 
 from suanli.core.model import Job
 from suanli.core.registry import register
-from suanli.core.seams import OrderContext
+from suanli.core.seams import OrderContext, StaticOrder
 
 
 @register("queue", "sjf")
-class ShortestJobFirst:
+class ShortestJobFirst(StaticOrder):
     """Shortest true runtime first (oracle reference: no real scheduler knows it)."""
 
     def key(self, job: Job, ctx: OrderContext) -> tuple[Any, ...]:

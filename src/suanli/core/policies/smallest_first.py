@@ -6,11 +6,11 @@ from typing import Any
 
 from suanli.core.model import Job
 from suanli.core.registry import register
-from suanli.core.seams import OrderContext
+from suanli.core.seams import OrderContext, StaticOrder
 
 
 @register("queue", "smallest-first")
-class SmallestFirst:
+class SmallestFirst(StaticOrder):
     """Smallest GPU demand first (then CPU demand, submit time, job id)."""
 
     def key(self, job: Job, ctx: OrderContext) -> tuple[Any, ...]:
