@@ -9,7 +9,7 @@ noisy; a ratio in one run is the number to read):
   fifo+best-fit                  plain skip-ahead, the baseline
   fifo/easy+best-fit             EASY backfill
   fifo/easy+best-fit, reference  the first EASY implementation (``ReferenceEasy`` in
-                                 tests/test_backfill.py, the plugin
+                                 tests/easy_reference.py, the plugin
                                  ``backfill/easy-reference``): must decide the same, and does
                                  (start times and decision counts compared here; the tests
                                  compare every decision)
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from bench_sim import cluster, workload  # noqa: E402
 
-import test_backfill  # noqa: E402, F401  (registers backfill/easy-reference)
+import easy_reference  # noqa: E402, F401  (registers backfill/easy-reference)
 
 RUNS = (
     ("fifo+best-fit", "fifo+best-fit"),

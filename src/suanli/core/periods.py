@@ -10,10 +10,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from suanli.core.budget import BudgetSpec
+
+class PeriodRule(Protocol):
+    """What ``period_at`` reads of a budget (``suanli.core.budget.BudgetSpec``): its period
+    kind (``daily``, ``weekly``, ``monthly``, ``fixed``) and, for ``fixed``, its span."""
+
+    @property
+    def period(self) -> str: ...
+
+    @property
+    def start(self) -> int | None: ...
+
+    @property
+    def end(self) -> int | None: ...
+
 
 _DAY_S = 86_400
 _MONDAY_DAY = 4  # 1970-01-05, the first Monday after the POSIX epoch, as a day number
@@ -54,7 +66,7 @@ def _instant_text(s: int) -> str:
     return dt.date().isoformat() if s % _DAY_S == 0 else dt.isoformat().replace("+00:00", "Z")
 
 
-def period_at(spec: BudgetSpec, epoch_s: int, t: float) -> Period | None:
+def period_at(spec: PeriodRule, epoch_s: int, t: float) -> Period | None:
     """The period of ``spec`` holding caller time ``t`` (UTC POSIX second ``epoch_s + t``);
     ``None`` for a fixed budget outside its span. Calendar periods are UTC: months from the
     1st 00:00, ISO weeks from Monday 00:00, days from 00:00."""

@@ -13,7 +13,8 @@ object the class (or factory). In a package's ``pyproject.toml``::
 An entry point is loaded when its plugin is first created or listed, so a broken plugin fails
 only where it is used, with an error that names it. Callers look plugins up with
 ``create(seam, name, **options)``; nothing dispatches on a plugin-name string anywhere else.
-``catalogue()`` lists every plugin with the first line of its docstring.
+``catalogue()`` lists every plugin with the first line of its docstring (a plugin that does
+not load is listed with the error).
 """
 
 from __future__ import annotations
@@ -162,6 +163,9 @@ def catalogue() -> list[tuple[str, str]]:
     out = []
     for seam in SEAMS:
         for name in sorted(_REGISTRY.get(seam, {})):
-            doc = (_resolve(seam, name).__doc__ or "").strip().splitlines()
+            try:
+                doc = (_resolve(seam, name).__doc__ or "").strip().splitlines()
+            except PluginError as e:  # listed, so that the broken one is seen
+                doc = [f"(does not load: {e.__cause__})"]
             out.append((f"{seam}/{name}", doc[0] if doc else ""))
     return out

@@ -26,7 +26,7 @@ from suanli.metering.prices import (
     price_book_from_dict,
 )
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "prices.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "prices.yaml"
 WHERE = "prices.yaml"
 
 

@@ -255,7 +255,7 @@ def test_simulate_with_budgets_refuses_and_reports(runner: CliRunner, tmp_path: 
         "currency: USD\nbudgets:\n"
         "  - {org: ai-lab, period: monthly, limit: '500', action: refuse}\n"
     )
-    prices = Path(__file__).resolve().parents[1] / "examples" / "prices.yaml"
+    prices = Path(__file__).resolve().parents[2] / "examples" / "prices.yaml"
     result = run(runner, "simulate", "-c", "8x8xH100", "-n", "2000", "--seed", "1",
                  "-p", "fifo+best-fit", "--budgets", str(budgets), "--prices", str(prices),
                  "--out", str(tmp_path / "out"))  # fmt: skip

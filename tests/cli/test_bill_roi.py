@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from bill_builders import FLAT_BOOK, HOUR, attempt_row, run, write_book, write_output
 from suanli.metering.roi import (
     CapacityError,
     capacity_from_dict,
@@ -35,9 +36,8 @@ from suanli.metering.roi import (
     roi,
     round_half_even,
 )
-from test_bill import FLAT_BOOK, HOUR, attempt_row, run, write_book, write_output
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CAPACITY = """\
 currency: USD

@@ -39,7 +39,7 @@ from suanli.sim.engine import PolicySet
 from suanli.store import entries, open_store, read_usage
 from suanli.store import jobs as js
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRICES = ROOT / "examples" / "prices.yaml"
 DEADLINE_S = 60.0
 MAX_SUBMISSIONS = 400  # a bound on the jobs to run afterwards

@@ -220,3 +220,74 @@ def test_two_tenants_cannot_see_each_other(srv: Running) -> None:
         assert [j["id"] for j in nlp.get("/v1/jobs").json()["jobs"]] == []
         assert [j["id"] for j in vision.get("/v1/jobs").json()["jobs"]] == [mine]
         assert wait_state(vision, mine, "succeeded")["tenant"] == "vision"
+
+
+LIMITS = """\
+queues:
+  - {name: lab, org: lab, nominal: {gpu: 1}}
+admission:
+  user-limit:
+    - {max_jobs: 1, max_gpus: 1}
+"""
+
+
+def test_per_user_limits_and_refusals_through_the_server(tmp_path: Path, db: str) -> None:
+    """With a plain user's token: a job its queue can never admit, or larger than its user's
+    limit, is refused with the reason the simulator gives; a second job of a user at their
+    limit waits (why: the limit), while another user's job of the same queue is not held
+    back by it."""
+    quotas = tmp_path / "quotas.yaml"
+    quotas.write_text(LIMITS.replace("nominal: {gpu: 1}", "nominal: {gpu: 2}"))
+    r = start(tmp_path / "state", db, quotas=quotas)
+    try:
+        with r.client() as admin:
+            tokens = {}
+            for user in ("ana", "bo"):
+                made = admin.post(
+                    "/v1/tokens",
+                    json={"name": user, "role": "user", "tenant": "lab", "user": user},
+                )
+                assert made.status_code == 201, made.text
+                tokens[user] = made.json()["token"]
+        with r.client(tokens["ana"]) as ana, r.client(tokens["bo"]) as bo:
+            big = submit(ana, command=["true"], gpus=2)
+            refused = wait_state(ana, big, "failed")
+            assert refused["reason"] == (
+                f"refused: job {big} can never be admitted: user ana may hold at most 1 GPUs "
+                "(per-user limit), the job asks 2"
+            )
+            first = submit(ana, command=["sleep", "30"], gpus=1, grace=1)
+            wait_state(ana, first, "running")
+            second = submit(ana, command=["true"], gpus=1)
+            other = submit(bo, command=["true"], gpus=1)
+            assert wait_state(bo, other, "succeeded")["state"] == "succeeded"
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                job = ana.get(f"/v1/jobs/{second}").json()["job"]
+                if job["reason"]:
+                    break
+                assert time.monotonic() < deadline, job
+                time.sleep(0.05)
+            assert job["state"] == "pending"
+            assert job["reason"] == (
+                "per-user limit: user ana holds 1 of at most 1 GPUs, the job needs 1 more"
+            )
+            assert ana.post(f"/v1/jobs/{first}/cancel").status_code in (200, 202)
+            assert wait_state(ana, second, "succeeded")["state"] == "succeeded"
+    finally:
+        r.stop()
+
+
+def test_a_job_its_queue_can_never_admit_is_refused_at_submission(tmp_path: Path, db: str) -> None:
+    quotas = tmp_path / "quotas.yaml"
+    quotas.write_text(LIMITS.replace("max_jobs: 1, max_gpus: 1", "max_jobs: 5"))
+    r = start(tmp_path / "state", db, quotas=quotas)
+    try:
+        with r.client() as admin:
+            huge = submit(admin, command=["true"], gpus=2, tenant="lab")
+            assert wait_state(admin, huge, "failed")["reason"] == (
+                f"refused: job {huge} can never be admitted: queue lab can never hold 2 GPUs "
+                "of gpu (its most: 1)"
+            )
+    finally:
+        r.stop()

@@ -1,7 +1,7 @@
 """The live scheduler loop over a real store, with the fake backend and a fake clock.
 
 The fake backend (``suanli.backends.fake``) stands in for processes so that time can be
-stepped exactly; ``tests/test_serve.py`` runs the same loop with real processes.
+stepped exactly; ``tests/cli/test_serve.py`` runs the same loop with real processes.
 """
 
 from __future__ import annotations

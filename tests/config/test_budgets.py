@@ -19,7 +19,7 @@ from suanli.core.model import SpecError
 from suanli.metering.costmodel import PriceBookCostModel
 from suanli.metering.prices import load_price_book
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "budgets.yaml"
 PRICES = ROOT / "examples" / "prices.yaml"
 WHERE = "budgets.yaml"

@@ -1,7 +1,7 @@
 """Budgets in the store and ``suanli budget``: versions, migration 0002, spend from the ledger.
 
 Every store test runs once per backend (``[sqlite]``, ``[postgresql]``); the PostgreSQL runs
-use a throwaway server (see ``pg.py``) and a fresh schema per test, as ``test_ledger.py``.
+use a throwaway server (see ``pg.py``) and a fresh schema per test, as ``store/test_ledger.py``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from suanli.store.budgets import (
 from suanli.store.schema import metadata
 
 BACKENDS = ("sqlite", "postgresql")
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "budgets.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "budgets.yaml"
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 MAR_MS = 1_740_787_200_000  # 2025-03-01T00:00:00Z
 HOUR_MS = 3_600_000

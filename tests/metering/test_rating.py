@@ -31,7 +31,7 @@ from suanli.metering.usage import (
     usage_records,
 )
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "prices.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "prices.yaml"
 HOUR = MS_PER_HOUR
 MINUTE = 60_000
 DAY = 24 * HOUR

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from builders import gpus_cluster, job, order, placement, rng, sched, task
 from quota_builders import G, queue, tenancy
+from strategies import backfill_workloads
 from suanli.core import backfill as backfill_mod
 from suanli.core.decisions import Admit, BehindReservation, NoCapacity, Preempt
 from suanli.core.model import DEFAULT_PRIORITY_CLASSES, ClusterSpec, Job
@@ -247,9 +248,7 @@ def test_reclaim_via_constructor_flags() -> None:
         ClusterView(spec),
         order("fifo"),
         placement("first-fit"),
-        tenancy=(
-            tenancy(queue("A", "c", nominal={GPU: G}), queue("B", "c", nominal={GPU: G}))
-        ),
+        tenancy=(tenancy(queue("A", "c", nominal={GPU: G}), queue("B", "c", nominal={GPU: G}))),
         preemption=PreemptionConfig(min_runtime=0.0),
     )
     step(s, 0.0, job("b0", queue="B"), job("b1", queue="B"))
@@ -262,9 +261,7 @@ def test_reclaim_via_constructor_flags() -> None:
         ClusterView(spec),
         order("fifo"),
         placement("first-fit"),
-        tenancy=(
-            tenancy(queue("A", "c", nominal={GPU: G}), queue("B", "c", nominal={GPU: G}))
-        ),
+        tenancy=(tenancy(queue("A", "c", nominal={GPU: G}), queue("B", "c", nominal={GPU: G}))),
         preemption=PreemptionConfig(min_runtime=0.0, reclaim=False),
     )
     step(s2, 0.0, job("b0", queue="B"), job("b1", queue="B"))
@@ -484,9 +481,7 @@ def test_policy_set_parses_backfill_modes() -> None:
 
 
 def test_short_job_backfills_and_long_job_waits_behind_reservation() -> None:
-    s = sched(
-        ClusterView(gpus_cluster(4)), order("fifo"), placement("first-fit"), backfill="easy"
-    )
+    s = sched(ClusterView(gpus_cluster(4)), order("fifo"), placement("first-fit"), backfill="easy")
     out = step(
         s,
         0.0,
@@ -524,27 +519,12 @@ def test_reservation_goes_to_the_blocked_head_not_a_later_job() -> None:
         job("H", 1.0, 1.0, gpus=4),
         job("L", 2.0, 100.0),
     ]
-    res = simulate(gpus_cluster(4), jobs, PolicySet("fifo", "first-fit", backfill="easy", runtime="oracle"))
+    res = simulate(
+        gpus_cluster(4), jobs, PolicySet("fifo", "first-fit", backfill="easy", runtime="oracle")
+    )
     start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
     assert start["X"] == 5.0
     assert start["H"] == 10.0, start
-
-
-@st.composite
-def backfill_workloads(draw: st.DrawFn) -> tuple[ClusterSpec, list[Job]]:
-    gpus = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
-    spec = gpus_cluster(*gpus)
-    jobs = [
-        job(
-            f"j{i:02d}",
-            submit=float(draw(st.integers(0, 500))),
-            runtime=float(draw(st.integers(1, 2000))),
-            gpus=draw(st.integers(1, min(gpus))),
-            tasks=draw(st.integers(1, len(gpus))),
-        )
-        for i in range(draw(st.integers(1, 14)))
-    ]
-    return spec, jobs
 
 
 @FAST
@@ -561,7 +541,9 @@ def test_oracle_reservations_hold(w) -> None:  # type: ignore[no-untyped-def]
         return r
 
     with mock.patch.object(backfill_mod, "reserve", spy):
-        res = simulate(spec, jobs, PolicySet("fifo", "first-fit", backfill="easy", runtime="oracle"))
+        res = simulate(
+            spec, jobs, PolicySet("fifo", "first-fit", backfill="easy", runtime="oracle")
+        )
     assert res.finished == len(jobs)
     start = dict(zip(res.records.ids, res.records.start.tolist(), strict=True))
     for jid, until in made:

@@ -1,7 +1,8 @@
 """Backfill: EASY (fast, held to the straightforward algorithm decision for decision) and
 conservative (a reservation for every job up to a depth).
 
-``ReferenceEasy`` keeps the first EASY implementation: a reservation sorts the running jobs
+``ReferenceEasy`` (``tests/easy_reference.py``) keeps the first EASY implementation: a
+reservation sorts the running jobs
 by estimated end and releases them one by one on the view, re-reading ``fit_counts`` over
 all nodes after each; a candidate is placed in a what-if and the ending jobs' tasks on its
 nodes are released again to recount. The scheduler's EASY must decide exactly as it does.
@@ -9,7 +10,6 @@ nodes are released again to recount. The scheduler's EASY must decide exactly as
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -19,22 +19,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import cpu_only, frac, gpus_cluster, job, order, placement, rng, sched, take, task
+from easy_reference import ReferenceEasy  # noqa: F401  (registers backfill/easy-reference)
+from strategies import backfill_workloads
 from suanli.core import backfill as bf
-from suanli.core.backfill import Easy, Reservation, estimated_end, fits, task_params
+from suanli.core.backfill import Easy, Reservation, fits, task_params
 from suanli.core.conservative import Conservative
 from suanli.core.decisions import Admit, BehindReservation, Decision, NoCapacity, Skip
-from suanli.core.gang import place_job
 from suanli.core.model import ClusterSpec, GpuModel, Job, NodeSpec, SpecError
 from suanli.core.preemption import PreemptionConfig
-from suanli.core.registry import UnknownPolicyError, names, register
-from suanli.core.running import Running
+from suanli.core.registry import UnknownPolicyError, names
 from suanli.core.scheduler import Scheduler
-from suanli.core.seams import RuntimeEstimator
 from suanli.core.view import ClusterView
 from suanli.sim.engine import PolicySet, simulate
 from suanli.workload.quotas import proportional_tenancy
 from suanli.workload.synthetic import WorkloadConfig, generate
-from test_preemption_backfill import backfill_workloads
 
 FAST = settings(
     max_examples=40,
@@ -44,76 +42,6 @@ FAST = settings(
 
 
 # ------------------------------------------------------------------ the reference EASY
-
-
-def reference_reserve(
-    view: ClusterView,
-    head: Job,
-    running: Iterable[Running],
-    now: float,
-    runtime: RuntimeEstimator,
-) -> Reservation | None:
-    """The first implementation of ``backfill.reserve``, kept as the reference."""
-    order_ = sorted(running, key=lambda r: (estimated_end(r, runtime), r.job.id))
-    need = head.min_tasks * head.task.gpu_share_milli if head.task.gpus else 0
-    free = int(view.node_free_milli.sum())
-    done: list[Running] = []
-    try:
-        for r in order_:
-            for tp in r.placement.tasks:
-                view.release(tp)
-            done.append(r)
-            free += r.placement.gpu_milli
-            if free >= need and fits(view, head):
-                counts = view.fit_counts(head.task, head.tasks)
-                return Reservation(head, max(now, estimated_end(r, runtime)), list(done), counts)
-        return None
-    finally:
-        for r in reversed(done):
-            for tp in r.placement.tasks:
-                view.allocate(tp)
-
-
-def reference_still_fits(view: ClusterView, res: Reservation, nodes: Iterable[int]) -> bool:
-    """The first implementation of ``backfill.still_fits``, kept as the reference."""
-    touched = sorted(set(nodes))
-    mine = [tp for r in res.ending for tp in r.placement.tasks if tp.node in set(touched)]
-    for tp in mine:
-        view.release(tp)
-    try:
-        after = view.fit_counts(res.job.task, res.job.tasks)[touched]
-    finally:
-        for tp in reversed(mine):
-            view.allocate(tp)
-    total = int(res.counts.sum()) - int(res.counts[touched].sum()) + int(after.sum())
-    if total < res.job.min_tasks:
-        return False
-    res.counts[touched] = after
-    return True
-
-
-class ReferenceEasy(Easy):
-    """EASY with the first implementation's reservation and candidate test (the two parts
-    an ``Easy`` backfill names for this: ``reserve`` and ``delays``)."""
-
-    def reserve(self, job: Job) -> Reservation | None:
-        h = self.h
-        return reference_reserve(h.view, job, h.running.records.values(), h.now, self.runtime)
-
-    def delays(self, job: Job, res: Reservation) -> bool:
-        view = self.h.view
-        jp, _, _ = place_job(view, job, self.h.placement, np.random.default_rng(0))
-        if jp is None:
-            return False
-        try:
-            return not reference_still_fits(view, res, (tp.node for tp in jp.tasks))
-        finally:
-            for tp in jp.tasks:
-                view.release(tp)
-
-
-if "easy-reference" not in names("backfill"):
-    register("backfill", "easy-reference")(ReferenceEasy)
 
 
 def recorded(base: type[Scheduler]) -> type[Scheduler]:
