@@ -227,4 +227,7 @@ def test_names() -> None:
     assert "openb:gpushare40" in trace_names() and "itp:cluster10" in trace_names()
     assert "azure-llm:conv" in trace_names()
     assert set(cluster_names()) >= {"openb", "openb-gpu", "philly", "pai2020", "spot2026"}
-    assert set(CITATIONS) == {"openb", "philly", "itp", "pai2020", "spot2026", "azure-llm"}
+    assert set(CITATIONS) == {
+        "openb", "philly", "philly-users", "itp", "pai2020", "spot2026", "azure-llm"
+    }  # fmt: skip
+    assert "philly-users" in trace_names()

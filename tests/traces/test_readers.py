@@ -23,9 +23,11 @@ from suanli.traces import (
     load_pai2020_machines,
     load_philly_jobs,
     load_philly_machines,
+    load_philly_user_jobs,
     load_spot2026_nodes,
     resolve_gpu_model,
 )
+from suanli.traces.errors import TraceFormatError
 
 POD_HEADER = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
@@ -368,3 +370,44 @@ def test_resolve_gpu_model() -> None:
     assert resolve_gpu_model(m) is m
     with pytest.raises(SpecError, match="unknown GPU model 'Z'"):
         resolve_gpu_model("Z")
+
+
+# ------------------------------------------------------------------------------------------
+# philly-users
+# ------------------------------------------------------------------------------------------
+
+PHILLY_USERS_HEADER = "u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status"
+
+
+def test_philly_user_jobs(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "philly_data_training.csv",
+        PHILLY_USERS_HEADER,
+        "0,1,1,0,1,0,100,0,Pass",
+        "1,2,8,0,4,30,200,0,Failed",
+        "2,1,16,0,2,5,50,0,Killed",
+    )
+    jobs = load_philly_user_jobs(path)
+    assert [j.id for j in jobs] == ["philly-user-00000", "philly-user-00001", "philly-user-00002"]
+    assert [j.submit for j in jobs] == [0.0, 30.0, 35.0]  # running sum of the intervals
+    assert [(j.tasks, j.task.gpus) for j in jobs] == [(1, 1), (4, 2), (2, 8)]  # as they ran
+    assert [j.user for j in jobs] == ["u1", "u2", "u1"]
+    assert [j.tenant for j in jobs] == ["philly/u1", "philly/u2", "philly/u1"]
+    assert {j.queue for j in jobs} == {"philly"} and jobs[1].runtime == 200.0
+
+
+def test_philly_user_jobs_bad_rows(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "p.csv",
+        PHILLY_USERS_HEADER,
+        "0,1,1,0,1,0,100,0,Pass",
+        "1,2,3,0,2,10,100,0,Pass",
+        "2,3,1,0,1,10,0,0,Pass",
+    )
+    with pytest.raises(TraceFormatError, match="p.csv:3: column 'gpu_num': gpu_num 3 does not divide over node_num 2"):
+        load_philly_user_jobs(path)
+    jobs = load_philly_user_jobs(path, skip_bad_rows=True)
+    assert [j.id for j in jobs] == ["philly-user-00000"]
+    assert jobs.skipped is not None and jobs.skipped.rows_skipped == 2

@@ -25,6 +25,7 @@ from suanli.traces import (
     load_pai2020_machines,
     load_philly_jobs,
     load_philly_machines,
+    load_philly_user_jobs,
     load_spot2026_nodes,
     resolve_cluster,
     resolve_trace,
@@ -151,3 +152,15 @@ def test_philly_fits_the_philly_machines(traces: Path, philly: TraceJobs) -> Non
 def test_catalogue_clusters(traces: Path) -> None:
     gpus = {n: resolve_cluster(n, traces).total_gpus for n in ("openb-gpu", "pai2020", "spot2026")}
     assert gpus == {"openb-gpu": 6212, "pai2020": 6742, "spot2026": 10412}
+
+
+def test_philly_with_users(traces: Path) -> None:
+    """The Philly cut with user ids: every row read, 136 users, about 58 days."""
+    jobs = load_philly_user_jobs(
+        traces / "philly-users" / "philly_data_training.csv", skip_bad_rows=True
+    )
+    assert len(jobs) == 15_000
+    assert jobs.skipped is not None and jobs.skipped.rows_skipped == 0
+    assert len({j.user for j in jobs}) == 136
+    assert 57 * 86_400 < jobs[-1].submit < 58 * 86_400
+    assert sum(j.tasks * j.task.gpus == 1 for j in jobs) == 11_963  # the file's 1-GPU jobs

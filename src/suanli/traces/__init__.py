@@ -42,6 +42,7 @@ from suanli.traces.openb import (
 )
 from suanli.traces.pai2020 import PAI2020_GPU_MODELS, load_pai2020_machines
 from suanli.traces.philly import PHILLY_GPU_MODELS, load_philly_jobs, load_philly_machines
+from suanli.traces.philly_users import load_philly_user_jobs
 from suanli.traces.spot2026 import SPOT2026_GPU_MODELS, load_spot2026_nodes
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "load_pai2020_machines",
     "load_philly_jobs",
     "load_philly_machines",
+    "load_philly_user_jobs",
     "load_spot2026_nodes",
     "resolve_cluster",
     "resolve_gpu_model",

@@ -11,6 +11,7 @@ trace spec             jobs                                                    c
 ``openb[:VARIANT]``    ``openb/openb_pod_list_VARIANT.csv`` (default,          openb node list
                        gpushare40, cpu050; multigpu20 has no times)            (all nodes)
 ``philly``             ``philly/philly_jobs.csv``                              Philly machines
+``philly-users``       ``philly-users/philly_data_training.csv`` (with users)  Philly machines
 ``itp:clusterNN``      ``itp/clusterNN.csv`` (01..10; ``itp:4`` also works)    derived
 ``azure-llm:SERVICE``  ``azure-llm-2023/AzureLLMInferenceTrace_SERVICE.csv``   1 x 8 x H100
                        (code, conv)
@@ -38,6 +39,8 @@ from suanli.traces.pai2020 import load_pai2020_machines
 from suanli.traces.philly import JOB_COLUMNS as PHILLY_COLUMNS
 from suanli.traces.philly import MACHINE_COLUMNS as PHILLY_MACHINE_COLUMNS
 from suanli.traces.philly import load_philly_jobs, load_philly_machines
+from suanli.traces.philly_users import JOB_COLUMNS as PHILLY_USER_COLUMNS
+from suanli.traces.philly_users import load_philly_user_jobs
 from suanli.traces.spot2026 import NODE_COLUMNS as SPOT_COLUMNS
 from suanli.traces.spot2026 import load_spot2026_nodes
 from suanli.traces.table import read_header
@@ -52,6 +55,12 @@ CITATIONS: Mapping[str, str] = {
         'Microsoft Philly trace (msr-fiddle/philly-traces): Jeon et al., "Analysis of '
         'Large-Scale Multi-Tenant GPU Clusters for DNN Training Workloads", USENIX ATC 2019; '
         "jobs as processed by the Pollux artifact (petuum/adaptdl), Qiao et al., OSDI 2021"
+    ),
+    "philly-users": (
+        "Microsoft Philly trace with user ids (the latest 15,000 jobs, as cut by "
+        "DIR-LAB/Gen-Parallel-Workloads, Philly/training_data/philly_data_training.csv): Jeon "
+        'et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training '
+        'Workloads", USENIX ATC 2019'
     ),
     "itp": (
         "Microsoft ITP traces from the ElasticFlow artifact (microsoft/elasticflow-traces): "
@@ -82,6 +91,7 @@ OPENB_NODES = Path("openb") / "openb_node_list_all_node.csv"
 OPENB_GPU_NODES = Path("openb") / "openb_node_list_gpu_node.csv"
 PHILLY_JOBS = Path("philly") / "philly_jobs.csv"
 PHILLY_MACHINES = Path("philly") / "cluster_machine_list.csv"
+PHILLY_USER_JOBS = Path("philly-users") / "philly_data_training.csv"
 PAI_MACHINES = Path("pai2020") / "pai_machine_spec.csv"
 SPOT_NODES = Path("alibaba-spot-2026") / "node_info_df.csv"
 
@@ -109,6 +119,7 @@ def trace_names() -> tuple[str, ...]:
         "openb",
         *(f"openb:{v}" for v in OPENB_VARIANTS),
         "philly",
+        "philly-users",
         *(f"itp:{v}" for v in ITP_VARIANTS),
         *(f"azure-llm:{v}" for v in AZURE_VARIANTS),
     )
@@ -132,6 +143,7 @@ def _short_trace_names() -> tuple[str, ...]:
         "openb",
         *(f"openb:{v}" for v in OPENB_VARIANTS[1:]),
         "philly",
+        "philly-users",
         "itp:cluster01..itp:cluster10",
         *(f"azure-llm:{v}" for v in AZURE_VARIANTS),
         "or the path of a CSV file",
@@ -203,6 +215,29 @@ def _philly_loaded(spec: str, jobs_file: Path, machines_file: Path, skip: bool) 
     )
 
 
+def _philly_users(variant: str, root: Path, skip: bool) -> LoadedTrace:
+    if variant:
+        raise UnknownTraceError(f"philly-users has no variant {variant!r}", ("philly-users",))
+    return _philly_users_loaded(
+        "philly-users", root / PHILLY_USER_JOBS, root / PHILLY_MACHINES, skip
+    )
+
+
+def _philly_users_loaded(
+    spec: str, jobs_file: Path, machines_file: Path, skip: bool
+) -> LoadedTrace:
+    jobs = load_philly_user_jobs(jobs_file, skip_bad_rows=skip)
+    cluster = load_philly_machines(machines_file, skip_bad_rows=skip)
+    return LoadedTrace(
+        spec,
+        jobs,
+        cluster,
+        SkipReport.combine([jobs.skipped, cluster.skipped]),
+        CITATIONS["philly-users"],
+        (jobs_file, machines_file),
+    )
+
+
 def _itp(variant: str, root: Path, skip: bool) -> LoadedTrace:
     if not variant:
         raise UnknownTraceError(
@@ -242,6 +277,7 @@ def _azure_loaded(spec: str, path: Path, skip: bool) -> LoadedTrace:
 _TRACES: Mapping[str, tuple[str, Callable[[str, Path, bool], LoadedTrace]]] = {
     "openb": ("default", _openb),
     "philly": ("", _philly),
+    "philly-users": ("", _philly_users),
     "itp": ("", _itp),
     "azure-llm": ("", _azure),
 }
@@ -254,6 +290,7 @@ _TRACES: Mapping[str, tuple[str, Callable[[str, Path, bool], LoadedTrace]]] = {
 _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("openb-pods", POD_COLUMNS),
     ("philly-jobs", PHILLY_COLUMNS),
+    ("philly-user-jobs", PHILLY_USER_COLUMNS),
     ("itp-jobs", ITP_COLUMNS),
     ("azure-llm", AZURE_COLUMNS),
     ("openb-nodes", OPENB_NODE_COLUMNS),
@@ -261,12 +298,12 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pai2020-machines", PAI_COLUMNS),
     ("spot2026-nodes", SPOT_COLUMNS),
 )
-JOB_KINDS = ("openb-pods", "philly-jobs", "itp-jobs", "azure-llm")
+JOB_KINDS = ("openb-pods", "philly-jobs", "philly-user-jobs", "itp-jobs", "azure-llm")
 
 
 def file_kind(path: str | Path) -> str:
     """What a trace file holds, from its header: ``openb-pods``, ``philly-jobs``,
-    ``itp-jobs``, ``azure-llm``, ``openb-nodes``, ``philly-machines``, ``pai2020-machines``
+    ``philly-user-jobs``, ``itp-jobs``, ``azure-llm``, ``openb-nodes``, ``philly-machines``, ``pai2020-machines``
     or ``spot2026-nodes``. Raises :class:`TraceFormatError` for a header none matches."""
     p = Path(path)
     header = set(read_header(p))
@@ -299,6 +336,9 @@ def _from_file(path: Path, trace_dir: str | Path | None, skip: bool) -> LoadedTr
         return _openb_loaded(spec, path, pods.to_jobs(), nodes, skip)
     if kind == "philly-jobs":
         return _philly_loaded(spec, path, _beside_or_in(path, PHILLY_MACHINES, trace_dir), skip)
+    if kind == "philly-user-jobs":
+        machines = _beside_or_in(path, PHILLY_MACHINES, trace_dir)
+        return _philly_users_loaded(spec, path, machines, skip)
     if kind == "itp-jobs":
         return _itp_loaded(spec, path, skip)
     if kind == "azure-llm":

@@ -153,3 +153,43 @@ def test_in_the_simulator_a_job_over_the_limit_is_impossible() -> None:
             PolicySet(),
             admission={"user-limit": [{"max_gpus": 2}]},
         )
+
+
+def test_on_the_philly_trace_with_users_no_user_ever_holds_more_than_the_limit() -> None:
+    """The trace's own users: 600 jobs of the Philly cut with user ids on 8 x 8 V100, each
+    user limited to 16 GPUs. Without the limit some user holds more; with it none ever does,
+    and the jobs held back were told so."""
+    from suanli.config.cluster import load_cluster
+    from suanli.traces import resolve_trace
+    from suanli.traces.errors import TraceNotFoundError
+
+    try:
+        jobs = resolve_trace("philly-users").jobs[:600]
+    except TraceNotFoundError as e:
+        pytest.skip(f"public traces not found ({e}): set SUANLI_TRACE_DIR")
+    spec = load_cluster("8x8xV100")
+    jobs = [j for j in jobs if j.tasks * j.task.gpus <= 16]
+
+    def most_held(res) -> float:  # type: ignore[no-untyped-def]
+        r = res.records
+        events: dict[str, list[tuple[float, int]]] = {}
+        for i, j in enumerate(jobs):
+            if r.start[i] == r.start[i]:
+                g = int(r.gpu_milli[i]) // 1000
+                events.setdefault(j.user, []).extend([(r.start[i], g), (r.finish[i], -g)])
+        peak = 0
+        for ev in events.values():
+            held = 0
+            for _, d in sorted(ev, key=lambda e: (e[0], e[1])):  # ends before starts at a tie
+                held += d
+                peak = max(peak, held)
+        return peak
+
+    free = simulate(spec, jobs, PolicySet("fifo", "best-fit"))
+    assert most_held(free) > 16
+    capped = simulate(
+        spec, jobs, PolicySet("fifo", "best-fit"), admission={"user-limit": [{"max_gpus": 16}]}
+    )
+    assert capped.finished == len(jobs)
+    assert most_held(capped) <= 16
+    assert any(isinstance(w, UserLimitReached) for w in capped.records.waited.values())

@@ -16,7 +16,8 @@ job); ``per: user`` (the default) counts each user's jobs alone, ``per: org`` al
 subtree's jobs together. ``max_gpus`` is in GPUs (fractions of a GPU count as such), and
 ``max_jobs`` counts running jobs. A job is governed by every entry that matches it, and
 starts only if each of them has room for its whole demand. A job's user is ``Job.user`` (the
-trace's user where it records one, the token's user live), or its tenant when it has none.
+trace's user where it records one, such as ``philly-users``; the token's user live), or its
+tenant when it has none.
 
 A lane whose head is over a limit waits until a job counted by that limit ends (finished or
 preempted); jobs of different users (or of different limits) never share a lane, so one
