@@ -59,6 +59,8 @@ class QuotaAdmission:
         self.h = h
         self.slot = slot
         self._health_seen = h.view.health_changes
+        self._classes = h.ctx.priority_classes
+        self._history = h.running.preempted_at  # (the set's own dict: read, never replaced)
 
     # ---------------------------------------------------------------- lanes
     def queue_index(self, job: Job) -> int:
@@ -86,11 +88,11 @@ class QuotaAdmission:
         """Why ``job`` may not borrow quota (None: it may): with reclaim on, a job that could
         not be reclaimed (not preemptible, or at its thrash cap) stays within the nominal."""
         cfg = self.preemption
-        why = no_borrow_class(job.priority_class, self.h.ctx.priority_classes, cfg)
+        why = no_borrow_class(job.priority_class, self._classes, cfg)
         if why is not None or cfg is None or not cfg.reclaim:
             return why
-        history = self.h.running.preempted_at.get(job.id, ())
-        if capped(history, self.h.now, cfg):
+        history = self._history.get(job.id, ())
+        if history and capped(history, self.h.now, cfg):
             return f"job preempted {len(history)} times, at its cap"
         return None
 
