@@ -256,6 +256,9 @@ def test_per_user_limits_and_refusals_through_the_server(tmp_path: Path, db: str
                 f"refused: job {big} can never be admitted: user ana may hold at most 1 GPUs "
                 "(per-user limit), the job asks 2"
             )
+            # A user cannot charge another user's limit: the spec has no say in who submits.
+            posing = ana.post("/v1/jobs", json={"command": ["true"], "gpus": 1, "user": "bo"})
+            assert posing.status_code == 422, posing.text
             first = submit(ana, command=["sleep", "30"], gpus=1, grace=1)
             wait_state(ana, first, "running")
             second = submit(ana, command=["true"], gpus=1)

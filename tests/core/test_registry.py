@@ -30,8 +30,8 @@ class LastFit(Placement):
 '''
 
 
-def tiny_package(root: Path, body: str = PLUGIN) -> Path:
-    """``tiny_suanli_plugin`` with one entry point, ``suanli.placement:last-fit``."""
+def tiny_package(root: Path, body: str = PLUGIN, name: str = "last-fit") -> Path:
+    """``tiny_suanli_plugin`` with one entry point, ``suanli.placement:NAME``."""
     (root / "tiny_suanli_plugin").mkdir()
     (root / "tiny_suanli_plugin" / "__init__.py").write_text(body)
     info = root / "tiny_suanli_plugin-0.1.dist-info"
@@ -40,7 +40,7 @@ def tiny_package(root: Path, body: str = PLUGIN) -> Path:
         "Metadata-Version: 2.1\nName: tiny-suanli-plugin\nVersion: 0.1\n"
     )
     (info / "entry_points.txt").write_text(
-        "[suanli.placement]\nlast-fit = tiny_suanli_plugin:LastFit\n"
+        f"[suanli.placement]\n{name} = tiny_suanli_plugin:LastFit\n"
     )
     return root
 
@@ -126,3 +126,19 @@ def test_a_broken_plugin_fails_only_where_it_is_used(tmp_path: Path) -> None:
     assert listed == "(does not load: needs a GPU driver)"
     assert error.startswith("plugin placement/last-fit (entry point suanli.placement: ")
     assert error.endswith("failed to load: ImportError: needs a GPU driver")
+
+
+def test_a_plugin_that_takes_a_built_in_name_is_ignored_and_listed(tmp_path: Path) -> None:
+    root = tiny_package(tmp_path, name="best-fit")
+    got = run_python(
+        """
+        from suanli.core.registry import catalogue, create
+        print(type(create("placement", "best-fit")).__name__)
+        print([d for n, d in catalogue() if n == "placement/best-fit"][-1])
+        """,
+        root,
+    )
+    assert got.returncode == 0, got.stderr
+    kind, listed = got.stdout.splitlines()
+    assert kind == "BestFit"  # the built-in still answers to its name
+    assert listed == "(entry point tiny_suanli_plugin:LastFit ignored: the name is taken)"

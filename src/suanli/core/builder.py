@@ -132,12 +132,21 @@ class Setting:
             return OrderContext(tenancy=self.tenancy)
         return OrderContext(dict(self.priority_classes), self.tenancy)
 
-    def admissions(self, budgets: BudgetBook | None = None) -> list[Admission]:
-        """Fresh admission plugins, in the order they are checked: quota, budget, then the
-        configured ones in the order given."""
+    def quota(self) -> QuotaAdmission | None:
+        """A fresh quota plugin for the tenancy (None without one)."""
+        if self.tenancy is None:
+            return None
+        return QuotaAdmission(self.tenancy, self.preemption)
+
+    def admissions(
+        self, budgets: BudgetBook | None = None, quota: QuotaAdmission | None = None
+    ) -> list[Admission]:
+        """Fresh admission plugins, in the order they are checked: quota (``quota``, else a
+        fresh one), budget, then the configured ones in the order given."""
         out: list[Admission] = []
-        if self.tenancy is not None:
-            out.append(QuotaAdmission(self.tenancy, self.preemption))
+        quota = quota if quota is not None else self.quota()
+        if quota is not None:
+            out.append(quota)
         if budgets is not None:
             out.append(BudgetAdmission(budgets))
         for name, config in self.admission.items():
@@ -160,12 +169,12 @@ def build(
     a baseline that changes the cycle itself; ``order``, ``placement``: instances to use
     instead of the policy set's (made with options of their own)."""
     setting = setting or Setting()
-    admissions = setting.admissions(budgets)
+    quota = setting.quota()
+    admissions = setting.admissions(budgets, quota)
     runtime = create("runtime", policy.runtime)
     backfill = create("backfill", policy.backfill, runtime=runtime, depth=setting.backfill_depth)
     preemptor = None
     if setting.preemption is not None:
-        quota = next((a for a in admissions if isinstance(a, QuotaAdmission)), None)
         preemptor = create(
             "preemption", setting.preemption.policy, config=setting.preemption, quota=quota
         )

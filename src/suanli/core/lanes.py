@@ -52,10 +52,6 @@ class Lane:
     """Why the head cannot start although its shape may fit (an admission's reason, or no
     room where an admission lets it go); the admission that set it clears it."""
 
-    @property
-    def head(self) -> Job:
-        return self.heap[0][1]
-
 
 class Lanes:
     """See the module docstring."""

@@ -65,6 +65,7 @@ BUILTIN = (
 ENTRY_POINT_PREFIX = "suanli."
 
 _REGISTRY: dict[str, dict[str, Callable[..., Any] | EntryPoint]] = {}
+_IGNORED: list[tuple[str, EntryPoint]] = []  # entry points whose name was taken
 _loaded = False
 
 
@@ -95,25 +96,23 @@ def _add(seam: str, name: str, obj: Callable[..., Any] | EntryPoint) -> None:
     entries[name] = obj
 
 
-def load(reload_entry_points: bool = False) -> None:
-    """Import the built-in plugins and find the entry points (once; ``reload_entry_points``
-    looks for entry points again, for packages installed since)."""
+def load() -> None:
+    """Import the built-in plugins and find the entry points (once). An entry point whose
+    name is taken (by a built-in plugin, or another package's) is not registered: it is
+    listed by ``catalogue`` as ignored, and everything else works as before."""
     global _loaded
-    if _loaded and not reload_entry_points:
+    if _loaded:
         return
     for module in BUILTIN:
         importlib.import_module(module)
     for seam in SEAMS:
         entries = _REGISTRY.setdefault(seam, {})
         for ep in entry_points(group=ENTRY_POINT_PREFIX + seam):
-            if ep.name in entries:
-                if entries[ep.name] == ep:
-                    continue
-                raise PluginError(
-                    f"entry point {ep.group}:{ep.name} ({ep.value}): {seam}/{ep.name} is "
-                    "already registered"
-                )
-            entries[ep.name] = ep
+            held = entries.get(ep.name)
+            if held is None:
+                entries[ep.name] = ep
+            elif not (isinstance(held, EntryPoint) and held.value == ep.value):
+                _IGNORED.append((seam, ep))  # (the same one, found twice on the path: kept)
     _loaded = True
 
 
@@ -168,4 +167,9 @@ def catalogue() -> list[tuple[str, str]]:
             except PluginError as e:  # listed, so that the broken one is seen
                 doc = [f"(does not load: {e.__cause__})"]
             out.append((f"{seam}/{name}", doc[0] if doc else ""))
+        for ignored_seam, ep in _IGNORED:
+            if ignored_seam == seam:
+                out.append(
+                    (f"{seam}/{ep.name}", f"(entry point {ep.value} ignored: the name is taken)")
+                )
     return out
