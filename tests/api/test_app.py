@@ -147,10 +147,14 @@ def test_health_needs_no_token_and_metrics_do(api: Api, store: Store, tmp_path: 
     assert api.client.get("/healthz").json() == {"status": "ok"}
     assert api.client.get("/metrics").status_code == 401
     api.submit("ana")
-    text = api.get("/metrics", "ana").text
+    text = api.get("/metrics", "root").text
     assert 'suanli_api_requests_total{method="POST",route="/v1/jobs",status="201"} 1.0' in text
     assert 'route="/metrics",status="401"' in text
     assert 'suanli_jobs{queue="vision",state="pending"} 1.0' in text
+    # A tenant's token sees its own queues, and not the platform's traffic.
+    mine = api.get("/metrics", "ana").text
+    assert 'suanli_jobs{queue="vision",state="pending"} 1.0' in mine
+    assert "suanli_api_requests_total{" not in mine
     public = make_api(store, tmp_path, metrics_public=True)
     assert public.client.get("/metrics").status_code == 200
 
@@ -204,7 +208,8 @@ def test_submit_get_list_and_cancel(api: Api) -> None:
     assert api.get("/v1/jobs?state=pending,running", "ana").json()["jobs"][0]["id"] == "1"
     assert api.get("/v1/jobs?state=succeeded", "ana").json()["jobs"] == []
     r = api.get("/v1/jobs?state=sleeping", "ana")
-    assert r.status_code == 400 and "sleeping" in error(r)["error"]
+    assert r.status_code == 422 and "sleeping" in error(r)["error"]
+    assert [f["field"] for f in error(r)["fields"]] == ["state"]
 
 
 def test_pages_follow_the_cursor(api: Api) -> None:
@@ -355,8 +360,8 @@ def test_logs(api: Api) -> None:
 
 def test_queues_nodes_and_usage(store: Store, tmp_path: Path) -> None:
     queues = [
-        {"name": "vision", "cohort": "all", "tenants": ["vision"], "nominal": {"gpu": 8}},
-        {"name": "nlp", "cohort": "all", "tenants": ["nlp"], "nominal": {"gpu": 4}},
+        {"name": "vision", "org": "vision", "cohort": "all", "tenants": ["vision"], "nominal": {"gpu": 8}},
+        {"name": "nlp", "org": "nlp", "cohort": "all", "tenants": ["nlp"], "nominal": {"gpu": 4}},
     ]
     api = make_api(store, tmp_path, queues=queues)
     job = api.submit("ana")["id"]

@@ -1,24 +1,40 @@
-"""LocalBackend with real processes: environment, exit codes, limits, stops, restarts.
+"""LocalBackend with real processes: environment, exit codes, limits, stops, restarts,
+task users, scratch directories and bounded logs.
 
 Commands are short ``python -c`` scripts or ``sleep``; every wait is bounded. Linux only.
+Tests that switch users need root and the user ``nobody``; they run ``/usr/bin/python3`` or
+``/bin/sh`` (``nobody`` cannot reach this venv) in directories under ``/tmp`` it may enter.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import pwd
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import suanli
 from suanli.backends import Backend, Exit, Handle, Launch, LocalBackend, Outcome
-from suanli.backends.base import job_dir_name, merged_environment, task_environment
-from suanli.backends.shim import proc_stat
+from suanli.backends.base import (
+    LOADER_VARIABLES,
+    job_dir_name,
+    loader_variables,
+    merged_environment,
+    task_environment,
+)
+from suanli.backends.local import default_scratch
+from suanli.backends.shim import DRAIN_TIMEOUT_S, proc_stat
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -35,16 +51,27 @@ def launch(job: str = "job", **kw: object) -> Launch:
     return Launch(**fields)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def backend(tmp_path: Path) -> Iterator[LocalBackend]:
-    b = LocalBackend(tmp_path / "runs", poll_interval=0.02)
-    yield b
+def new_backend(tmp_path: Path, **kw: object) -> LocalBackend:
+    """A backend on ``tmp_path/state/runs`` with its scratch at ``tmp_path/scratch``."""
+    fields: dict[str, object] = {"scratch": tmp_path / "scratch", "poll_interval": 0.02}
+    fields.update(kw)
+    return LocalBackend(tmp_path / "state" / "runs", **fields)  # type: ignore[arg-type]
+
+
+def cleanup(b: LocalBackend) -> None:
     for h in b.running():  # never leave processes behind
         try:
             os.killpg(h.pid, signal.SIGKILL)
         except OSError:
             pass
     b.close()
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[LocalBackend]:
+    b = new_backend(tmp_path)
+    yield b
+    cleanup(b)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -84,6 +111,34 @@ def wait_output(b: LocalBackend, h: Handle, text: str) -> None:
 def gone(pid: int) -> bool:
     stat = proc_stat(pid)
     return stat is None or stat[0] == "Z"
+
+
+def exit_record(h: Handle) -> dict[str, object]:
+    record = json.loads((Path(h.run_dir) / "exit.json").read_text())
+    assert isinstance(record, dict)
+    return record
+
+
+def nobody() -> tuple[int, int] | None:
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+as_root_with_nobody = pytest.mark.skipif(
+    os.geteuid() != 0 or nobody() is None, reason="needs root and the user nobody"
+)
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A directory under /tmp that ``nobody`` may enter (pytest's tmp_path is root-only)."""
+    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="suanli-test-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 PRINT_ENV = (
@@ -154,6 +209,58 @@ def test_task_environment_without_processes() -> None:
     assert merged["CUDA_VISIBLE_DEVICES"] == ""
     assert merged["A"] == "1" and merged["PATH"] == "/bin"
     assert "SUANLI_CHECKPOINT_DIR" not in merged
+
+
+def test_loader_variables_are_dropped_unless_allowed() -> None:
+    brief = {
+        "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_DEBUG", "LD_DEBUG_OUTPUT",
+        "LD_PROFILE", "LD_PROFILE_OUTPUT", "LD_ORIGIN_PATH", "LD_BIND_NOW", "LD_DYNAMIC_WEAK",
+        "LD_USE_LOAD_BIAS", "LD_SHOW_AUXV", "LD_HWCAP_MASK", "LD_ASSUME_KERNEL",
+        "LD_TRACE_LOADED_OBJECTS", "GCONV_PATH", "MALLOC_TRACE", "GLIBC_TUNABLES",
+    }  # fmt: skip
+    assert brief <= LOADER_VARIABLES
+    assert "TMPDIR" not in LOADER_VARIABLES and "PATH" not in LOADER_VARIABLES
+    assert loader_variables(["PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "LD_PRELOAD"]) == [
+        "GLIBC_TUNABLES",
+        "LD_PRELOAD",
+    ]
+    assert loader_variables(["PATH", "HOME"]) == []
+    base = {"LD_PRELOAD": "/server.so", "GCONV_PATH": "/g", "LD_AUDIT": "/a", "PATH": "/bin"}
+    user = (("LD_LIBRARY_PATH", "/x"), ("LD_AUDIT", "/user"), ("A", "1"))
+    merged = merged_environment(launch(command=("x",), env=user), base)
+    assert merged["PATH"] == "/bin" and merged["A"] == "1"
+    assert not set(merged) & LOADER_VARIABLES
+    allowed = launch(command=("x",), env=user, allowed_env=frozenset({"LD_AUDIT", "LD_PRELOAD"}))
+    merged = merged_environment(allowed, base)
+    assert merged["LD_AUDIT"] == "/user"  # the user's own value, allowed
+    assert "LD_PRELOAD" not in merged  # allowed, but never the server's value
+    assert "LD_LIBRARY_PATH" not in merged and "GCONV_PATH" not in merged
+
+
+def test_task_never_sees_loader_variables_it_was_not_allowed(
+    backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LD_PRELOAD", "/nonexistent.so")  # the server's: never passed down
+    monkeypatch.setenv("LD_AUDIT", "/server-audit.so")
+    show = py("import json, os; print(json.dumps({k: v for k, v in os.environ.items()}))")
+    user_env = (("LD_LIBRARY_PATH", "/x"), ("MY_VAR", "kept"))
+    plain = backend.launch(launch(task=0, command=show, env=user_env))
+    allowed = backend.launch(
+        launch(
+            task=1,
+            command=show,
+            env=user_env,
+            allowed_env=frozenset({"LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT"}),
+        )
+    )
+    got = wait_exits(backend, [plain, allowed])
+    assert all(e.outcome is Outcome.SUCCEEDED for e in got.values()), got
+    env = json.loads(stdout_of(backend, plain))
+    assert env["MY_VAR"] == "kept"
+    assert "LD_PRELOAD" not in env and "LD_LIBRARY_PATH" not in env and "LD_AUDIT" not in env
+    env = json.loads(stdout_of(backend, allowed))
+    assert env["LD_LIBRARY_PATH"] == "/x"  # the user's, allowed by the admin
+    assert "LD_PRELOAD" not in env and "LD_AUDIT" not in env  # allowed, but the user set none
 
 
 # --- exit codes ----------------------------------------------------------------------------
@@ -347,13 +454,12 @@ def test_leftover_processes_die_with_the_task(backend: LocalBackend) -> None:
 
 
 def test_adopt_a_running_task_after_restart(tmp_path: Path) -> None:
-    root = tmp_path / "runs"
-    a = LocalBackend(root, poll_interval=0.02)
+    a = new_backend(tmp_path)
     h = a.launch(launch(command=py("import time; time.sleep(1.0)")))
     stored = json.dumps(h.to_json())
     del a  # the control plane "dies": nobody polls A any more
 
-    b = LocalBackend(root, poll_interval=0.02)
+    b = new_backend(tmp_path)
     handle = Handle.from_json(json.loads(stored))
     assert b.adopt([handle]) == []
     assert b.running() == [handle]
@@ -369,7 +475,7 @@ CONTROL_PLANE = """
 import json, sys, time
 from pathlib import Path
 from suanli.backends import Launch, LocalBackend
-b = LocalBackend(Path(sys.argv[1]))
+b = LocalBackend(Path(sys.argv[1]), scratch=Path(sys.argv[2]))
 h = b.launch(Launch("cp", 1, 0, ("sleep", "0.8"), max_runtime_s=30))
 print(json.dumps(h.to_json()), flush=True)
 time.sleep(60)
@@ -377,22 +483,23 @@ time.sleep(60)
 
 
 def test_task_survives_the_death_of_the_control_plane_process(tmp_path: Path) -> None:
-    root = tmp_path / "runs"
-    cp = subprocess.Popen([PY, "-c", CONTROL_PLANE, str(root)], stdout=subprocess.PIPE)
+    root, scratch = tmp_path / "state" / "runs", tmp_path / "scratch"
+    cp = subprocess.Popen(
+        [PY, "-c", CONTROL_PLANE, str(root), str(scratch)], stdout=subprocess.PIPE
+    )
     assert cp.stdout is not None
     handle = Handle.from_json(json.loads(cp.stdout.readline()))
     cp.kill()  # SIGKILL: no cleanup at all
     cp.wait()
     cp.stdout.close()
-    b = LocalBackend(root, poll_interval=0.02)
+    b = new_backend(tmp_path)
     assert b.adopt([handle]) == []  # the shim is not our child: watched through /proc
     e = wait_exit(b, handle)
     assert e.outcome is Outcome.SUCCEEDED
 
 
 def test_adopt_reports_tasks_that_ended_while_down(tmp_path: Path) -> None:
-    root = tmp_path / "runs"
-    a = LocalBackend(root)
+    a = new_backend(tmp_path)
     ok = a.launch(launch(task=0, command=("true",)))
     bad = a.launch(launch(task=1, command=("false",)))
     stopped = a.launch(launch(task=2, command=("sleep", "30")))
@@ -402,7 +509,7 @@ def test_adopt_reports_tasks_that_ended_while_down(tmp_path: Path) -> None:
     a.close()
     del a
 
-    b = LocalBackend(root)
+    b = new_backend(tmp_path)
     got = {e.handle.task: e for e in b.adopt([ok, bad, stopped])}
     assert got[0].outcome is Outcome.SUCCEEDED
     assert got[1].outcome is Outcome.FAILED and got[1].exit_code == 1
@@ -410,10 +517,26 @@ def test_adopt_reports_tasks_that_ended_while_down(tmp_path: Path) -> None:
     assert b.running() == [] and b.poll() == []
 
 
+def test_adopted_exit_keeps_the_recorded_finish_time(tmp_path: Path) -> None:
+    a = new_backend(tmp_path)
+    h = a.launch(launch(command=("true",)))
+    wait_until(lambda: (Path(h.run_dir) / "exit.json").exists())
+    a.close()
+    del a
+    recorded = exit_record(h)["finished_at"]
+    assert isinstance(recorded, float)
+    time.sleep(1.0)  # the control plane is down a while
+
+    b = new_backend(tmp_path)
+    (e,) = b.adopt([h])
+    assert e.outcome is Outcome.SUCCEEDED
+    assert e.finished_at == recorded  # when the shim reaped the task, not when we noticed
+    assert e.finished_at < time.time() - 0.9
+
+
 def test_stop_after_restart(tmp_path: Path) -> None:
-    root = tmp_path / "runs"
-    h = LocalBackend(root).launch(launch(command=("sleep", "30")))
-    b = LocalBackend(root, poll_interval=0.02)
+    h = new_backend(tmp_path).launch(launch(command=("sleep", "30")))
+    b = new_backend(tmp_path)
     assert b.adopt([h]) == []
     b.stop(h, Outcome.CANCELLED)
     assert wait_exit(b, h).outcome is Outcome.CANCELLED
@@ -421,7 +544,7 @@ def test_stop_after_restart(tmp_path: Path) -> None:
 
 
 def test_adopt_marks_vanished_and_recycled_pids_lost(tmp_path: Path) -> None:
-    b = LocalBackend(tmp_path / "runs")
+    b = new_backend(tmp_path)
     dead = subprocess.Popen(["true"])
     dead.wait()
     empty = tmp_path / "empty"
@@ -462,6 +585,23 @@ def test_adopt_marks_vanished_and_recycled_pids_lost(tmp_path: Path) -> None:
         ("stop_signal", {"stop_signal": "SIGNOPE"}),
         ("env", {"env": (("A=B", "x"),)}),
         ("cwd", {"cwd": ""}),
+        ("run_as", {"run_as": (0, 0)}),
+        ("run_as", {"run_as": (0, 1000)}),
+        ("run_as", {"run_as": (-1, 1000)}),
+        ("run_as", {"run_as": (1000, -1)}),
+        ("run_as", {"run_as": (2**32 - 1, 1000)}),  # (uid_t)-1: "no change", i.e. root
+        ("run_as", {"run_as": (1000, 2**32 - 1)}),
+        ("run_as", {"run_as": (1000,)}),
+        ("run_as", {"run_as": [1000, 1000]}),
+        ("run_as", {"run_as": (True, 1000)}),
+        ("run_as", {"run_as": ("1000", 1000)}),
+        ("log_max_bytes", {"log_max_bytes": 0}),
+        ("log_max_bytes", {"log_max_bytes": 1.5}),
+        ("log_min_free_bytes", {"log_min_free_bytes": -1}),
+        ("log_min_free_bytes", {"log_min_free_bytes": None}),
+        ("allowed_env", {"allowed_env": {"LD_PRELOAD"}}),
+        ("allowed_env", {"allowed_env": frozenset({"A=B"})}),
+        ("allowed_env", {"allowed_env": frozenset({""})}),
     ],
 )
 def test_bad_launch_values_name_the_field(field: str, kw: dict[str, object]) -> None:
@@ -469,3 +609,354 @@ def test_bad_launch_values_name_the_field(field: str, kw: dict[str, object]) -> 
     fields.update(kw)
     with pytest.raises(ValueError, match=field):
         Launch(**fields)  # type: ignore[arg-type]
+
+
+def test_good_new_launch_values_are_accepted() -> None:
+    spec = launch(
+        command=("true",),
+        run_as=(1000, 0),  # the root group is allowed (some images expect it); uid 0 is not
+        log_max_bytes=1,
+        log_min_free_bytes=0,
+        allowed_env=frozenset({"LD_PRELOAD"}),
+    )
+    assert spec.run_as == (1000, 0)
+    assert launch(command=("true",)).log_max_bytes == 64 << 20
+    assert launch(command=("true",)).log_min_free_bytes == 1 << 30
+
+
+# --- task users ----------------------------------------------------------------------------
+
+WHO_AM_I = (
+    'id -u; id -g; id -G; pwd; echo "$HOME|${USER-unset}|${LOGNAME-unset}"; '
+    'cat "$1" && echo READ-SECRET; cat "$2" && echo READ-SPEC; exit 0'
+)
+
+
+@as_root_with_nobody
+def test_run_as_runs_the_task_as_that_user_away_from_the_server_files(
+    shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", "/root")  # the server's identity must not reach the task
+    monkeypatch.setenv("USER", "root")
+    monkeypatch.setenv("LOGNAME", "root")
+    uid, gid = nobody()  # type: ignore[misc]
+    b = new_backend(shared_tmp)
+    try:
+        state = shared_tmp / "state"
+        os.chmod(state, 0o755)  # reachable: only the file's own mode protects the secret
+        secret = state / "secret"
+        secret.write_text("the database password\n")
+        os.chmod(secret, 0o600)
+        run_dir = b.run_dir_for("who", 1, 0)
+        spec_file = run_dir / "spec.json"
+        cmd = ("/bin/sh", "-c", WHO_AM_I, "sh", str(secret), str(spec_file))
+        h = b.launch(launch("who", command=cmd, run_as=(uid, gid)))
+        e = wait_exit(b, h)
+        assert e.outcome is Outcome.SUCCEEDED, e
+        lines = stdout_of(b, h).splitlines()
+        assert lines[:3] == [str(uid), str(gid), str(gid)]  # no other groups
+        cwd = b.scratch_dir_for("who", 1, 0)
+        assert lines[3] == str(cwd)
+        assert lines[4] == f"{pwd.getpwuid(uid).pw_dir}|nobody|nobody"
+        assert "READ-SECRET" not in lines and "READ-SPEC" not in lines
+        assert "database password" not in stdout_of(b, h)
+        err = b.log_paths(h)[1].read_text()
+        assert err.count("Permission denied") == 2, err
+        info = os.stat(cwd)
+        assert (info.st_uid, info.st_gid) == (uid, gid)
+        assert stat.S_IMODE(info.st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
+        assert os.stat(run_dir).st_uid == os.geteuid()  # the shim's files stay the server's
+    finally:
+        cleanup(b)
+
+
+@as_root_with_nobody
+def test_run_as_an_unknown_uid_gets_home_slash(
+    shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uid = next(n for n in range(54321, 60000) if not _has_passwd_entry(n))
+    monkeypatch.setenv("USER", "root")
+    b = new_backend(shared_tmp)
+    try:
+        show = ("/bin/sh", "-c", 'id -u; echo "$HOME|${USER-unset}|${LOGNAME-unset}"; pwd')
+        h = b.launch(launch(command=show, run_as=(uid, uid)))
+        assert wait_exit(b, h).outcome is Outcome.SUCCEEDED
+        assert stdout_of(b, h).splitlines() == [
+            str(uid),
+            "/|unset|unset",
+            str(b.scratch_dir_for("job", 1, 0)),
+        ]
+    finally:
+        cleanup(b)
+
+
+def _has_passwd_entry(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+@as_root_with_nobody
+def test_run_as_enters_the_working_directory_as_the_task_user(shared_tmp: Path) -> None:
+    private = shared_tmp / "private"
+    private.mkdir(mode=0o700)  # root's: nobody may not enter it
+    b = new_backend(shared_tmp)
+    try:
+        h = b.launch(launch(command=("/bin/pwd",), cwd=str(private), run_as=nobody()))
+        e = wait_exit(b, h)
+        assert e.outcome is Outcome.FAILED and e.exit_code == 126
+        assert "cannot enter the working directory" in e.detail
+        assert stdout_of(b, h) == ""
+    finally:
+        cleanup(b)
+
+
+REFUSE_WITHOUT_ROOT = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+try:
+    from suanli.backends.base import Launch
+    from suanli.backends.local import LocalBackend
+except Exception as exc:
+    print("IMPORT-FAILED", exc)
+    sys.exit(0)
+base = Path(sys.argv[2])
+b = LocalBackend(base / "state" / "runs", scratch=base / "scratch")
+try:
+    b.launch(Launch("j", 1, 0, ("true",), run_as=(12345, 12345)))
+except ValueError as exc:
+    print("REFUSED", exc)
+"""
+
+
+@as_root_with_nobody
+def test_run_as_is_refused_when_the_server_is_not_root(shared_tmp: Path) -> None:
+    os.chmod(shared_tmp, 0o777)
+    uid, gid = nobody()  # type: ignore[misc]
+    src = str(Path(suanli.__file__).resolve().parents[1])
+    out = subprocess.run(
+        ["/usr/bin/python3", "-c", REFUSE_WITHOUT_ROOT, src, str(shared_tmp)],
+        user=uid,
+        group=gid,
+        extra_groups=[gid],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if "IMPORT-FAILED" in out.stdout:
+        pytest.skip(f"/usr/bin/python3 cannot import suanli: {out.stdout}")
+    assert out.stdout.startswith("REFUSED run_as:"), (out.stdout, out.stderr)
+    assert "root" in out.stdout
+    assert not (shared_tmp / "state" / "runs" / "j" / "1" / "0").exists()
+
+
+# --- scratch directories -------------------------------------------------------------------
+
+
+def test_default_working_directory_is_outside_the_state_directory(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    b = LocalBackend(state / "runs", poll_interval=0.02)  # the default scratch
+    try:
+        assert b.scratch == default_scratch()
+        assert not str(b.scratch).startswith(str(tmp_path))
+        info = os.lstat(b.scratch)
+        assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o711
+        h = b.launch(launch(command=py("import os; print(os.getcwd())")))
+        assert wait_exit(b, h).outcome is Outcome.SUCCEEDED
+        cwd = Path(stdout_of(b, h).strip())
+        assert cwd == b.scratch_dir_for("job", 1, 0)
+        assert cwd.is_relative_to(b.scratch) and not cwd.is_relative_to(state)
+        assert stat.S_IMODE(os.stat(cwd).st_mode) == 0o700
+        for level in cwd.parents[:3]:  # instance, job, attempt: passable, not listable
+            assert stat.S_IMODE(os.stat(level).st_mode) == 0o711
+    finally:
+        cleanup(b)
+        shutil.rmtree(b.scratch / b.scratch_id, ignore_errors=True)
+
+
+def test_scratch_directories_are_never_shared_between_state_directories(
+    tmp_path: Path,
+) -> None:
+    first = new_backend(tmp_path)
+    again = new_backend(tmp_path)  # a restart keeps the scratch id
+    assert again.scratch_id == first.scratch_id
+    other = LocalBackend(tmp_path / "other" / "runs", scratch=tmp_path / "scratch")
+    assert other.scratch_dir_for("job", 1, 0) != first.scratch_dir_for("job", 1, 0)
+    h = first.launch(launch(command=("true",)))
+    assert wait_exit(first, h).outcome is Outcome.SUCCEEDED
+    # The state directory is made anew at the same path: job ids start again at the same
+    # values, and the new tasks get fresh directories, not the old ones.
+    shutil.rmtree(tmp_path / "state")
+    fresh = new_backend(tmp_path)
+    assert fresh.scratch_id != first.scratch_id
+    h = fresh.launch(launch(command=py("import os; print(os.listdir())")))
+    assert wait_exit(fresh, h).outcome is Outcome.SUCCEEDED
+    assert stdout_of(fresh, h) == "[]\n"
+    assert first.scratch_dir_for("job", 1, 0).is_dir()  # the old one is left alone
+
+
+def test_an_explicit_cwd_is_used_as_given(backend: LocalBackend, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    h = backend.launch(launch(command=py("import os; print(os.getcwd())"), cwd=str(work)))
+    assert wait_exit(backend, h).outcome is Outcome.SUCCEEDED
+    assert stdout_of(backend, h).strip() == str(work)
+    assert not backend.scratch_dir_for("job", 1, 0).exists()
+
+
+def test_scratch_must_lie_outside_the_state_directory(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "runs"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "state")
+    for scratch in (
+        tmp_path / "state" / "scratch",  # inside the state directory
+        tmp_path / "state",  # the state directory itself
+        tmp_path,  # contains it
+        tmp_path / "link" / "scratch",  # inside it through a symlink
+    ):
+        with pytest.raises(ValueError, match="scratch"):
+            LocalBackend(root, scratch=scratch)
+
+
+def test_scratch_must_be_private_to_the_server(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "runs"
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    with pytest.raises(ValueError, match="scratch: .* writable by group or others"):
+        LocalBackend(root, scratch=open_dir)
+    (tmp_path / "target").mkdir()
+    (tmp_path / "symlinked").symlink_to(tmp_path / "target")
+    with pytest.raises(ValueError, match="scratch: .* not a directory"):
+        LocalBackend(root, scratch=tmp_path / "symlinked")
+    if os.geteuid() == 0 and nobody() is not None:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir(mode=0o755)
+        os.chown(foreign, *nobody())  # type: ignore[misc]
+        with pytest.raises(ValueError, match="scratch: .* owned by uid"):
+            LocalBackend(root, scratch=foreign)
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o700)
+    LocalBackend(root, scratch=loose)
+    assert stat.S_IMODE(os.stat(loose).st_mode) == 0o711
+
+
+@as_root_with_nobody
+def test_a_default_scratch_made_by_someone_else_is_refused(
+    tmp_path: Path, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Someone else made the per-user directory first in the shared temporary directory.
+    monkeypatch.setattr(tempfile, "tempdir", str(shared_tmp))
+    planted = shared_tmp / f"suanli-scratch-{os.geteuid()}"
+    planted.mkdir(mode=0o777)
+    os.chown(planted, *nobody())  # type: ignore[misc]
+    root = tmp_path / "state" / "runs"
+    assert default_scratch() == planted
+    with pytest.raises(ValueError, match="scratch: .* owned by uid"):
+        LocalBackend(root)
+    assert list(planted.iterdir()) == []  # nothing of ours was put there
+
+
+def test_a_leftover_scratch_directory_is_never_reused(backend: LocalBackend) -> None:
+    leftover = backend.scratch_dir_for("job", 1, 0)
+    leftover.mkdir(parents=True)
+    (leftover / "someone-elses-file").write_text("x")
+    with pytest.raises(FileExistsError, match="scratch directory"):
+        backend.launch(launch(command=("true",)))
+    assert not backend.run_dir_for("job", 1, 0).exists()  # nothing launched: may retry
+    shutil.rmtree(leftover)
+    h = backend.launch(launch(command=("true",)))
+    assert wait_exit(backend, h).outcome is Outcome.SUCCEEDED
+
+
+# --- bounded logs --------------------------------------------------------------------------
+
+WRITE_A_LOT = """
+import os, sys
+total, chunk = int(sys.argv[1]), int(sys.argv[2])
+block = bytes(range(256)) * (chunk // 256)
+for fd in (1, 2):
+    written = 0
+    while written + len(block) <= total:
+        os.write(fd, block)
+        written += len(block)
+    os.write(fd, b"x" * (total - written - 8) + b"THE-END\\n")
+"""
+
+
+def test_logs_are_rotated_at_the_cap(backend: LocalBackend) -> None:
+    total, cap = 10_000_000, 1 << 20
+    cmd = (PY, "-c", WRITE_A_LOT, str(total), "65536")
+    h = backend.launch(launch(command=cmd, log_max_bytes=cap))
+    assert wait_exit(backend, h, timeout=30).outcome is Outcome.SUCCEEDED
+    logs = exit_record(h)["logs"]
+    assert isinstance(logs, dict)
+    for name, path in zip(("stdout", "stderr"), backend.log_paths(h), strict=True):
+        rotated = path.with_name(path.name + ".1")
+        assert path.stat().st_size <= cap and rotated.stat().st_size <= cap
+        assert path.stat().st_size + rotated.stat().st_size <= 2 * cap
+        assert path.read_bytes().endswith(b"THE-END\n")  # the newest output is kept
+        stats = logs[name]
+        assert stats["written"] == total and stats["dropped"] == 0
+        assert stats["rotations"] >= total // cap
+        assert stats["rotated"] + path.stat().st_size == total
+
+
+def test_output_is_dropped_below_the_free_space_floor(backend: LocalBackend) -> None:
+    cmd = (PY, "-c", WRITE_A_LOT, "300000", "4096")
+    h = backend.launch(launch(command=cmd, log_min_free_bytes=1 << 62))  # never that free
+    e = wait_exit(backend, h)
+    assert e.outcome is Outcome.SUCCEEDED
+    assert "output dropped: 300000 bytes of stdout, 300000 bytes of stderr" in e.detail
+    out, err = backend.log_paths(h)
+    assert out.read_bytes() == b"" and err.read_bytes() == b""
+    logs = exit_record(h)["logs"]
+    assert isinstance(logs, dict)
+    for name in ("stdout", "stderr"):
+        assert logs[name]["written"] == 0
+        assert logs[name]["dropped"] == logs[name]["dropped_low_disk"] == 300000
+
+
+def test_fast_output_is_all_in_the_log_when_the_task_exits(backend: LocalBackend) -> None:
+    total = 30_000_000  # below the default cap, written as fast as it goes
+    cmd = (PY, "-c", WRITE_A_LOT, str(total), "1048576")
+    h = backend.launch(launch(command=cmd))
+    assert wait_exit(backend, h, timeout=30).outcome is Outcome.SUCCEEDED
+    block = bytes(range(256)) * 4096
+    expected = block * (total // len(block))
+    expected += b"x" * (total - len(expected) - 8) + b"THE-END\n"
+    digest = hashlib.sha256(expected).hexdigest()
+    for path in backend.log_paths(h):
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+        assert not path.with_name(path.name + ".1").exists()
+    assert exit_record(h)["logs_drain_timed_out"] is False
+
+
+ESCAPE_THE_GROUP = """
+import subprocess, sys
+p = subprocess.Popen(["sleep", "30"], start_new_session=True)  # keeps our stdout open
+print(p.pid, flush=True)
+"""
+
+
+def test_a_process_holding_the_pipes_does_not_hang_the_shim(backend: LocalBackend) -> None:
+    t0 = time.monotonic()
+    h = backend.launch(launch(command=py(ESCAPE_THE_GROUP)))
+    try:
+        e = wait_exit(backend, h, timeout=DRAIN_TIMEOUT_S + 10)
+        assert time.monotonic() - t0 < DRAIN_TIMEOUT_S + 5
+    finally:
+        wait_until(lambda: stdout_of(backend, h).endswith("\n"))
+        os.kill(int(stdout_of(backend, h)), signal.SIGKILL)
+    assert e.outcome is Outcome.SUCCEEDED
+    assert "output after the task's end not read" in e.detail
+    record = exit_record(h)
+    assert record["logs_drain_timed_out"] is True
+    # finished_at is when the child was reaped, before the bounded wait for the pipes
+    exit_written = (Path(h.run_dir) / "exit.json").stat().st_mtime
+    assert e.finished_at <= exit_written - DRAIN_TIMEOUT_S + 0.5

@@ -221,9 +221,10 @@ def test_logs_nodes_usage(server: Server) -> None:
 
     post_charges(server.store, [charge], datetime(2025, 11, 25, tzinfo=UTC), "b")
     usage = ok(server.run("ana", "usage", "--by", "queue", "--by", "user"))
-    assert usage.splitlines()[0].split() == ["QUEUE", "USER", "CURRENCY", "AMOUNT", "QUANTITY",
-                                             "ENTRIES"]  # fmt: skip
-    assert "vision/ana" in usage and "3.000000" in usage
+    assert usage.splitlines()[0].split() == ["QUEUE", "USER", "RESOURCE", "CURRENCY", "AMOUNT",
+                                             "QUANTITY", "UNIT", "ENTRIES"]  # fmt: skip
+    assert usage.splitlines()[1].split() == ["vision", "vision/ana", "gpu", "USD", "3.000000",
+                                             "1.000000000", "GPU-h", "1"]  # fmt: skip
     assert json.loads(ok(server.run("nina", "usage", "--json")))["totals"] == []
 
 
@@ -248,3 +249,133 @@ def test_client_verbs_start_quickly() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(out.stdout.replace("'", '"')))
     assert not loaded & {"sqlalchemy", "numba", "fastapi", "httpx", "suanli.store"}
+
+
+# --- submit: working directory, spec file or command ----------------------------------------
+
+
+def _spec(result: Any) -> dict[str, Any]:
+    return dict(json.loads(ok(result))["spec"])
+
+
+def test_submit_sends_the_working_directory(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    # Default: where suanli submit ran.
+    assert _spec(server.run("ana", "submit", "--json", "--", "true"))["workdir"] == str(project)
+    # --chdir: relative to here, made absolute.
+    spec = _spec(server.run("ana", "submit", "--chdir", "data", "--json", "--", "true"))
+    assert spec["workdir"] == str(project / "data")
+    spec = _spec(server.run("ana", "submit", "-D", str(tmp_path), "--json", "--", "true"))
+    assert spec["workdir"] == str(tmp_path)
+    # A spec file's workdir wins over the default; --chdir wins over the file's.
+    job = project / "job.yaml"
+    job.write_text(f"command: ['true']\nworkdir: {tmp_path}\n")
+    assert _spec(server.run("ana", "submit", str(job), "--json"))["workdir"] == str(tmp_path)
+    spec = _spec(server.run("ana", "submit", str(job), "--chdir", ".", "--json"))
+    assert spec["workdir"] == str(project)
+    # --chdir must be a directory here.
+    for bad, why in (("missing", "no such directory"), ("job.yaml", "not a directory")):
+        result = server.run("ana", "submit", "--chdir", bad, "--", "true")
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == (f"suanli: error: --chdir {bad}: {why} ({project / bad})")
+    assert "--chdir" in CliRunner().invoke(cli, ["submit", "--help"]).stdout
+
+
+def test_submit_a_missing_spec_file_is_an_error(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("nonexist.yaml", "Typo.YML", "job.Json"):
+        result = server.run("ana", "submit", name, "--gpus", "1")
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == (
+            f"suanli: error: no such spec file: {name} "
+            "(to run a program of that name, put it after --)"
+        )
+    (tmp_path / "dir.yaml").mkdir()
+    result = server.run("ana", "submit", "dir.yaml")
+    assert result.exit_code == 2 and "not a file: dir.yaml" in result.stderr
+    assert json.loads(ok(server.run("root", "queue", "--all", "--json")))["jobs"] == []
+    # After '--' it is a command, even if such a file exists.
+    assert _spec(server.run("ana", "submit", "--json", "--", "nonexist.yaml", "x"))["command"] == [
+        "nonexist.yaml",
+        "x",
+    ]
+    (tmp_path / "job.yaml").write_text("command: [python, eval.py]\n")
+    assert _spec(server.run("ana", "submit", "--json", "--", "job.yaml"))["command"] == ["job.yaml"]
+    # What worked still works: a spec file (any case of its suffix), then the command.
+    assert _spec(server.run("ana", "submit", "job.yaml", "--json"))["command"] == [
+        "python",
+        "eval.py",
+    ]
+    spec = _spec(server.run("ana", "submit", "job.yaml", "--json", "--", "echo", "hi"))
+    assert spec["command"] == ["echo", "hi"]
+    (tmp_path / "JOB.JSON").write_text(json.dumps({"command": ["true"], "gpus": 0.5}))
+    assert _spec(server.run("ana", "submit", "JOB.JSON", "--json"))["gpus"] == 0.5
+    # A program without '--' (no spec-file suffix) is a command as before.
+    assert _spec(server.run("ana", "submit", "--json", "python3", "t.py"))["command"] == [
+        "python3",
+        "t.py",
+    ]
+
+
+# --- usage: one unit per row ----------------------------------------------------------------
+
+
+def test_usage_rows_have_one_unit_each(server: Server) -> None:
+    from datetime import UTC, datetime
+
+    from suanli.cli.client import UNITS
+    from suanli.metering.prices import load_price_book
+    from suanli.metering.rating import rate
+    from suanli.metering.usage import RESOURCES, UsageRecord
+
+    # A real bill: 2 H100s, 4 cores and 16 GiB for 90 minutes (a Sunday night, off-peak).
+    start = round(datetime(2026, 3, 1, 1, 0, tzinfo=UTC).timestamp() * 1000)
+    record = UsageRecord("u1", "1", 1, start, start + 90 * 60_000, "vision/ana", "vision",
+                         "normal", "local", (("H100", 2000),), 4000, 16384, 0, 0)  # fmt: skip
+    book = load_price_book(Path(__file__).parents[2] / "examples" / "prices.yaml")
+    post_charges(server.store, list(rate([record], book)), datetime.now(UTC), "b")
+
+    def table(*args: str) -> list[list[str]]:
+        return [line.split() for line in ok(server.run("ana", "usage", *args)).splitlines()]
+
+    default = table()
+    assert default[0] == ["QUEUE", "RESOURCE", "CURRENCY", "AMOUNT", "QUANTITY", "UNIT",
+                          "ENTRIES"]  # fmt: skip
+    assert default[1:] == [
+        ["vision", "cpu", "USD", "0.180000", "6.000000000", "core-h", "1"],  # 4 cores x 1.5 h
+        ["vision", "gpu", "USD", "9.600000", "3.000000000", "GPU-h", "1"],  # 2 GPUs x 1.5 h
+        ["vision", "memory", "USD", "0.096000", "24.000000000", "GiB-h", "1"],  # 16 GiB x 1.5 h
+    ]
+    # --by without resource: resource is added, so that no row adds GPU-h to GiB-h.
+    by_user = table("--by", "user")
+    assert by_user[0][:2] == ["USER", "RESOURCE"] and "UNIT" in by_user[0]
+    assert [row[1] for row in by_user[1:]] == ["cpu", "gpu", "memory"]
+    assert table("--by", "user,resource") == by_user
+    asked = json.loads(ok(server.run("ana", "usage", "--by", "queue", "--json")))
+    assert asked["by"] == ["queue", "resource"] and len(asked["totals"]) == 3
+    assert set(UNITS) == set(RESOURCES)  # every resource the ledger holds has its unit
+
+
+def test_job_ids_sort_as_numbers(server: Server) -> None:
+    for _ in range(11):
+        ok(server.run("ana", "submit", "--", "true"))
+    jobs = [line.split()[0] for line in ok(server.run("ana", "queue")).splitlines()[1:]]
+    assert jobs == [str(i) for i in range(1, 12)]  # the API's order, submission order
+
+    from datetime import UTC, datetime
+
+    charges = [
+        Charge(f"k{job}", f"r{job}", job, 1, "vision/ana", "vision", "normal", "c", "gpu",
+               "H100", "", NOW, NOW + 3_600_000, 3_600_000_000, Decimal(1), Decimal(3),
+               Decimal(3), "USD", "v1")
+        for job in ("1", "10", "2", "11", "3")
+    ]  # fmt: skip
+    post_charges(server.store, charges, datetime(2025, 11, 25, tzinfo=UTC), "b")
+    rows = ok(server.run("root", "usage", "--by", "job_id")).splitlines()[1:]
+    assert [row.split()[0] for row in rows] == ["1", "2", "3", "10", "11"]

@@ -38,6 +38,7 @@ from suanli.metering.rating import rate
 from suanli.sim.engine import PolicySet
 from suanli.store import entries, open_store, read_usage
 from suanli.store import jobs as js
+from tasks import TASK_PY
 
 ROOT = Path(__file__).resolve().parents[2]
 PRICES = ROOT / "examples" / "prices.yaml"
@@ -105,7 +106,7 @@ def test_kill_9_loses_no_acknowledged_job_and_double_allocates_nothing(
         token = (state / "admin.token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
         c = httpx.Client(base_url=url, headers=headers, timeout=5)
-        long_job = {"command": [sys.executable, "-c", "import time; time.sleep(4)"],
+        long_job = {"command": [TASK_PY, "-c", "import time; time.sleep(4)"],
                     "gpus": 1, "tenant": "lab"}  # fmt: skip
         running = [c.post("/v1/jobs", json=long_job).json()["id"] for _ in range(2)]
         deadline = time.monotonic() + DEADLINE_S

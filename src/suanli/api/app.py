@@ -12,6 +12,7 @@ in ``suanli.api.middleware``.
 """
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -32,6 +33,7 @@ from suanli.api.batch import SubmitBatcher
 from suanli.api.errors import ApiError, install, invalid
 from suanli.api.logs import read_range, tail_offset
 from suanli.api.middleware import Guard
+from suanli.control.intake import Accepted, Intake, Refused, spec_data
 from suanli.control.metrics import ControlMetrics, GpuReading
 from suanli.control.spec import JobSpec
 from suanli.store import Store
@@ -59,8 +61,16 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "Not found (or another tenant's)"),
         (413, "Request body too large"),
         (422, "Invalid input"),
+        (429, "Too many submissions or pending jobs for the tenant (see Retry-After)"),
     )
 }
+
+
+def _serves(org: str, tenant: str) -> bool:
+    """Whether a queue of organisation path ``org`` serves ``tenant`` (as
+    ``core.tenancy.TenancySpec.serves``)."""
+    org = org.strip("/")
+    return not org or tenant == org or tenant.startswith(org + "/")
 
 
 def now_ms() -> int:
@@ -131,10 +141,6 @@ def _parse_time(name: str, value: str | None) -> int | None:
     return ms
 
 
-DEFAULT_TENANT = "default"
-"""The tenant of an admin's submission that names none."""
-
-
 def create_app(
     store: Store,
     *,
@@ -146,8 +152,15 @@ def create_app(
     max_body_bytes: int = 1_048_576,
     metrics_public: bool = False,
     telemetry: Callable[[], Mapping[tuple[str, int], GpuReading]] = dict,
+    intake: Intake | None = None,
+    health: Callable[[], str | None] = lambda: None,
+    gpus: Callable[[], tuple[Mapping[str, float], Mapping[str, float]]] | None = None,
 ) -> FastAPI:
-    """The API over ``store`` (see the module docstring and ``docs`` for the endpoints)."""
+    """The API over ``store`` (see the module docstring and ``docs`` for the endpoints).
+
+    ``intake`` checks each submission before it is stored (``suanli.control.intake``);
+    ``health`` says why the scheduler is unwell (None: it is well) for ``/healthz``;
+    ``gpus`` gives the GPUs per model (total, claimed) for the metrics, read at each scrape."""
     app = FastAPI(
         title="suanli",
         version=suanli.__version__,
@@ -174,7 +187,14 @@ def create_app(
             raise _unauthorized("invalid or revoked token")
         return who
 
-    Who = Annotated[tk.Principal, Depends(principal)]
+    async def acting(who: Annotated[tk.Principal, Depends(principal)]) -> tk.Principal:
+        """A principal that may use the API beyond ``/metrics`` (not a scraper's token)."""
+        if who.scraper:
+            raise ApiError(403, "a metrics token reads /metrics only")
+        return who
+
+    Who = Annotated[tk.Principal, Depends(acting)]
+    Scraper = Annotated[tk.Principal, Depends(principal)]
     JobId = Annotated[str, PathParam(max_length=200)]
 
     def visible_job(who: tk.Principal, job_id: str) -> js.JobRecord:
@@ -200,19 +220,31 @@ def create_app(
             spec.task_request()
         except ValueError as e:
             raise ApiError(422, f"invalid request: {e}") from None
-        # An admin token has no tenant of its own: its jobs go to DEFAULT_TENANT unless the
-        # spec names one.
-        tenant = spec.tenant or who.tenant or DEFAULT_TENANT
-        if not who.sees(tenant):
-            raise ApiError(403, f"this token may not submit for tenant {tenant!r}")
-        queue = spec.queue or tenant
-        data.update(tenant=tenant, queue=queue)
+        try:
+            if intake is not None:
+                ok = intake.check(spec, who)
+            else:  # no control plane behind the API (tests of the API alone)
+                tenant = spec.tenant or who.tenant or "default"
+                if not who.sees(tenant):
+                    raise Refused(403, f"this token may not submit for tenant {tenant!r}")
+                ok = Accepted(tenant, spec.queue or tenant)
+        except Refused as e:
+            fields = [s.ErrorField(field=e.field, problem=e.message)] if e.field else []
+            headers = (
+                {"Retry-After": str(max(1, math.ceil(e.retry_after)))} if e.status == 429 else None
+            )
+            raise ApiError(e.status, e.message, fields=fields, headers=headers) from None
+        data = spec_data(spec, ok)
         name = spec.name or os.path.basename(spec.command[0])[:200] or "job"
-        # Checked in the event loop (no I/O above); the write waits for its batch without
-        # holding a worker thread.
+        # Checked in the event loop (no I/O above but the intake's pending counts, read at
+        # most once a second); the write waits for its batch without holding a worker thread.
         job = await asyncio.wrap_future(
-            submissions.enqueue(js.NewJob(data, tenant, who.user, name, queue, spec.priority_class))
+            submissions.enqueue(
+                js.NewJob(data, ok.tenant, who.user, name, ok.queue, spec.priority_class)
+            )
         )
+        if intake is not None:
+            intake.accepted(ok.tenant)
         wake()
         return s.job_out(job)
 
@@ -231,9 +263,10 @@ def create_app(
         states = [x.strip() for v in state or () for x in v.split(",") if x.strip()]
         unknown = sorted({x for x in states if x not in JOB_STATES})
         if unknown:
+            field = s.ErrorField(field="state", problem=f"choose from {', '.join(JOB_STATES)}")
             raise ApiError(
-                400, f"unknown state(s) {', '.join(map(repr, unknown))}: choose from "
-                f"{', '.join(JOB_STATES)}"
+                422, f"invalid request: state: unknown state(s) {', '.join(map(repr, unknown))}:"
+                f" choose from {', '.join(JOB_STATES)}", fields=[field],
             )  # fmt: skip
         for name, value in (("queue", queue), ("user", user), ("tenant", tenant)):
             if value is not None and not _text_ok(value):
@@ -311,7 +344,8 @@ def create_app(
         if path is None or size < 0:
             raise ApiError(404, f"no {stream} log for task {task} of attempt {n} of job {job.id}")
         if offset is not None:
-            start = min(offset, size)
+            # Past the end: the log was rotated (it starts afresh past its size cap).
+            start = offset if offset <= size else 0
         elif tail is not None:
             start = tail_offset(path, tail, size)
         else:
@@ -331,7 +365,7 @@ def create_app(
         counts = js.job_counts(store)
         out = []
         for q in queues():
-            if not who.admin and who.tenant not in q.get("tenants", ()):
+            if not who.admin and not _serves(str(q.get("org", "")), who.tenant or ""):
                 continue
             name = str(q.get("name"))
             pending = counts.get(("pending", name), 0)
@@ -391,28 +425,31 @@ def create_app(
         """Make a token (its secret is in this answer only). An admin makes any; a tenant
         admin makes user and tenant-admin tokens of its own tenant; a user none."""
         tenant = body.tenant
+        if body.role in ("admin", "metrics") and tenant is not None:
+            field = s.ErrorField(field="tenant", problem=f"an {body.role} token has no tenant")
+            raise ApiError(422, invalid([field]), fields=[field])
         if not who.admin:
             if who.role != "tenant-admin":
                 raise ApiError(403, "only admins and tenant admins make tokens")
-            if body.role == "admin":
-                raise ApiError(403, "a tenant admin may not make admin tokens")
+            if body.role in ("admin", "metrics"):
+                raise ApiError(403, f"a tenant admin may not make {body.role} tokens")
             if tenant is not None and tenant != who.tenant:
                 raise ApiError(403, "a tenant admin makes tokens of its own tenant only")
             tenant = who.tenant
-        elif body.role == "admin":
-            tenant = None
         secret, info = tk.create_token(
             store, name=body.name, role=body.role, tenant=tenant, user=body.user,
             now_ms=clock_ms(),
         )  # fmt: skip
         return s.TokenCreated(token=secret, **s.token_out(info).model_dump())
 
-    def _tokens_of(who: tk.Principal) -> list[tk.TokenInfo]:
+    def _tokens_of(who: tk.Principal, doing: str = "list") -> list[tk.TokenInfo]:
         if who.admin:
             return tk.list_tokens(store)
         if who.role == "tenant-admin":
             return tk.list_tokens(store, who.tenant)
-        raise ApiError(403, "only admins and tenant admins list tokens")
+        if doing == "list":
+            raise ApiError(403, "only admins and tenant admins list tokens")
+        raise ApiError(403, f"only admins and tenant admins {doing} other tokens than their own")
 
     @app.get("/v1/tokens", tags=["tokens"])
     def list_tokens(who: Who) -> s.TokenList:
@@ -426,7 +463,7 @@ def create_app(
         if who.token_id == token_id:
             mine = [t for t in tk.list_tokens(store, who.tenant) if t.id == token_id]
         else:
-            mine = [t for t in _tokens_of(who) if t.id == token_id]
+            mine = [t for t in _tokens_of(who, "revoke") if t.id == token_id]
         if not mine:
             raise ApiError(404, f"no token {token_id}")
         tk.revoke_token(store, token_id, clock_ms())
@@ -436,10 +473,20 @@ def create_app(
 
     # --- operations ------------------------------------------------------------------------
 
-    def scrape() -> Response:
+    def scrape(who: tk.Principal | None) -> Response:
+        """Every tenant's metrics for an admin, a scraper's token or a public endpoint; a
+        tenant's token sees its own queues' series only."""
         metrics.set_jobs(js.job_counts(store))
         metrics.set_gpu_samples(telemetry())  # read now: each scrape sees current readings
-        body, content_type = metrics.render()
+        if gpus is not None:
+            metrics.set_gpus(*gpus())  # from the store's claims, as `suanli nodes` shows them
+        scope = None
+        if who is not None and not (who.admin or who.scraper):
+            scope = {q for (_, q), _n in js.job_counts(store, tenant=who.tenant).items()}
+            scope |= {
+                str(q["name"]) for q in queues() if _serves(str(q.get("org", "")), who.tenant or "")
+            }
+        body, content_type = metrics.render(scope)
         return Response(body, media_type=content_type)
 
     text_200: dict[int | str, dict[str, Any]] = {
@@ -449,24 +496,29 @@ def create_app(
 
         @app.get("/metrics", tags=["operations"], response_class=Response, responses=text_200)
         def metrics_open() -> Response:
-            """Prometheus metrics."""
-            return scrape()
+            """Prometheus metrics (every tenant's)."""
+            return scrape(None)
 
     else:
 
         @app.get("/metrics", tags=["operations"], response_class=Response, responses=text_200)
-        def metrics_private(who: Who) -> Response:
-            """Prometheus metrics (any valid token)."""
-            return scrape()
+        def metrics_private(who: Scraper) -> Response:
+            """Prometheus metrics: every tenant's for an admin or a ``metrics`` token, its
+            own queues' for a tenant's token."""
+            return scrape(who)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> s.Health:
-        """Whether the API and its store answer (no token needed)."""
+        """Whether the API, its store and the scheduler loop work (no token needed): 503
+        with the reason otherwise (the loop stopped, or has not completed a pass lately)."""
         try:
             with store.read() as conn:
                 conn.execute(sa.text("SELECT 1"))
         except sa.exc.SQLAlchemyError as e:
             raise ApiError(503, f"store unavailable: {type(e).__name__}") from None
+        unwell = health()
+        if unwell is not None:
+            raise ApiError(503, f"scheduler: {unwell}")
         return s.Health(status="ok")
 
     app.add_middleware(

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from suanli.control.crash import crash_point
 from suanli.store import Store
 from suanli.store import jobs as js
 
@@ -97,5 +98,6 @@ class SubmitBatcher:
             else:
                 batch[0][1].set_exception(e)
             return
+        crash_point("submit-committed")
         for (_, done), rec in zip(batch, records, strict=True):
             done.set_result(rec)

@@ -77,7 +77,14 @@ def problem(error: Mapping[str, Any]) -> str:
 def validation_fields(errors: Iterable[Mapping[str, Any]]) -> list[ErrorField]:
     fields: list[ErrorField] = []
     for e in errors:
-        f = ErrorField(field=field_path(e.get("loc", ())), problem=problem(e))
+        if e.get("type") == "json_invalid":
+            # Its location is the character offset of the syntax error, not a field.
+            loc = list(e.get("loc", ()))
+            at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+            why = (e.get("ctx") or {}).get("error", "")
+            f = ErrorField(field="body", problem=one_line(f"invalid JSON{at}: {why}", 300))
+        else:
+            f = ErrorField(field=field_path(e.get("loc", ())), problem=problem(e))
         if f not in fields:
             fields.append(f)
     return fields

@@ -144,7 +144,7 @@ class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    role: Literal["admin", "tenant-admin", "user"] = "user"
+    role: Literal["admin", "tenant-admin", "user", "metrics"] = "user"
     tenant: Annotated[str, Field(pattern=NAME_PATTERN)] | None = None
     user: Annotated[str, Field(pattern=NAME_PATTERN)]
 

@@ -34,6 +34,73 @@ SUANLI_VARIABLES: tuple[str, ...] = (
     "SUANLI_CHECKPOINT_DIR",
 )
 
+# Variables that make the dynamic loader or the C library load or run other code, or change
+# how shared libraries are found and bound: glibc's list of variables it removes for setuid
+# programs (``UNSECURE_ENVVARS`` in ``sysdeps/generic/unsecvars.h``), plus the other ``LD_*``
+# variables its loader reads and the a.out-era ones. A task that sets one can bypass what is
+# interposed on it (e.g. a preloaded GPU-sharing limiter) or load code from anywhere, so:
+# the server's own values never reach a task, a user's value reaches it only where the admin
+# allowed the name (``Launch.allowed_env``), and the API refuses them at submission otherwise.
+# Left out of glibc's list on purpose: ``TMPDIR`` and ``TZDIR``, which only choose where
+# ordinary library functions look for data, load no code, and are commonly set by jobs.
+LOADER_VARIABLES: frozenset[str] = frozenset(
+    {
+        # glibc unsecvars.h
+        "GCONV_PATH",
+        "GETCONF_DIR",
+        "GLIBC_TUNABLES",
+        "HOSTALIASES",
+        "LD_AUDIT",
+        "LD_BIND_NOT",
+        "LD_DEBUG",
+        "LD_DEBUG_OUTPUT",
+        "LD_DYNAMIC_WEAK",
+        "LD_HWCAP_MASK",
+        "LD_LIBRARY_PATH",
+        "LD_ORIGIN_PATH",
+        "LD_PRELOAD",
+        "LD_PROFILE",
+        "LD_SHOW_AUXV",
+        "LD_USE_LOAD_BIAS",
+        "LOCALDOMAIN",
+        "LOCPATH",
+        "MALLOC_TRACE",
+        "NIS_PATH",
+        "NLSPATH",
+        "RESOLV_HOST_CONF",
+        "RES_OPTIONS",
+        # other variables the loader reads (ld.so(8)), current and historical
+        "LD_ASSUME_KERNEL",
+        "LD_BIND_NOW",
+        "LD_LIBRARY_VERSION",
+        "LD_POINTER_GUARD",
+        "LD_PREFER_MAP_32BIT_EXEC",
+        "LD_PROFILE_OUTPUT",
+        "LD_TRACE_LOADED_OBJECTS",
+        "LD_TRACE_PRELINKING",
+        "LD_VERBOSE",
+        "LD_WARN",
+        "LD_AOUT_LIBRARY_PATH",
+        "LD_AOUT_PRELOAD",
+    }
+)
+
+# Identity variables replaced for a task that runs under another user (``Launch.run_as``):
+# the server's own values would name the server's user and home.
+IDENTITY_VARIABLES: tuple[str, ...] = ("HOME", "USER", "LOGNAME")
+
+# Defaults for the per-stream log cap and the free-space floor below which output is dropped.
+DEFAULT_LOG_MAX_BYTES = 64 << 20
+DEFAULT_LOG_MIN_FREE_BYTES = 1 << 30
+
+
+def loader_variables(names: Iterable[str]) -> list[str]:
+    """Which of ``names`` are loader variables (:data:`LOADER_VARIABLES`), sorted, no repeats.
+
+    For the API: a job that sets one is refused unless the admin allowed the name.
+    """
+    return sorted({name for name in names if name in LOADER_VARIABLES})
+
 
 def signal_number(name: str) -> int:
     """The number of the signal called ``name`` (e.g. ``"SIGTERM"``); ValueError if unknown."""
@@ -72,6 +139,14 @@ class Launch:
     ``command`` is always an argv: a single element containing spaces is run as one program
     name, never split by a shell. Construction validates the values and raises ``ValueError``
     naming the offending field, so a bad launch fails where it is built.
+
+    ``run_as`` is the (uid, gid) the command runs as (None: the server's own user); uid 0 is
+    refused, so a task never becomes root this way. ``log_max_bytes`` caps each of the
+    task's two log files (past it the file is rotated to ``<name>.1``, so at most twice that
+    is kept per stream); while the filesystem of the logs has less than
+    ``log_min_free_bytes`` free, output is dropped (and counted) instead of written.
+    ``allowed_env`` names the loader variables (:data:`LOADER_VARIABLES`) the user's ``env``
+    may set; others are dropped from the task's environment.
     """
 
     job_id: str
@@ -87,6 +162,10 @@ class Launch:
     max_runtime_s: float | None = None
     stop_signal: str = "SIGTERM"
     grace_s: float = 30.0
+    run_as: tuple[int, int] | None = None
+    log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
+    log_min_free_bytes: int = DEFAULT_LOG_MIN_FREE_BYTES
+    allowed_env: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         validate_launch(self)
@@ -95,6 +174,11 @@ class Launch:
     def fractional(self) -> bool:
         """True when the task holds a share of one GPU rather than whole GPUs."""
         return 0 < self.gpu_milli < 1000
+
+
+# (uid_t)-1: to setreuid/setregid it means "leave unchanged", so as a run_as id it would
+# keep the task as the server's user.
+_NO_ID = 2**32 - 1
 
 
 def _is_int(value: object) -> bool:
@@ -158,6 +242,30 @@ def validate_launch(spec: Launch) -> None:
         raise ValueError(f"stop_signal: must be a signal name, got {spec.stop_signal!r}")
     signal_number(spec.stop_signal)
     _finite_non_negative("grace_s", spec.grace_s)
+    if spec.run_as is not None:
+        if (
+            not isinstance(spec.run_as, tuple)
+            or len(spec.run_as) != 2
+            or not all(_is_int(n) and 0 <= n < _NO_ID for n in spec.run_as)
+        ):
+            raise ValueError(
+                f"run_as: must be a (uid, gid) pair of integers in [0, {_NO_ID}), "
+                f"got {spec.run_as!r}"
+            )
+        if spec.run_as[0] == 0:
+            raise ValueError("run_as: uid 0 (root) is refused: a task never runs as root")
+    if not _is_int(spec.log_max_bytes) or spec.log_max_bytes <= 0:
+        raise ValueError(f"log_max_bytes: must be an integer > 0, got {spec.log_max_bytes!r}")
+    if not _is_int(spec.log_min_free_bytes) or spec.log_min_free_bytes < 0:
+        raise ValueError(
+            f"log_min_free_bytes: must be an integer >= 0, got {spec.log_min_free_bytes!r}"
+        )
+    if not isinstance(spec.allowed_env, frozenset):
+        raise ValueError(f"allowed_env: must be a frozenset of names, got {spec.allowed_env!r}")
+    for name in spec.allowed_env:
+        _no_nul("allowed_env", name)
+        if not name or "=" in name:
+            raise ValueError(f"allowed_env: invalid variable name {name!r}")
 
 
 def task_environment(spec: Launch) -> dict[str, str]:
@@ -188,14 +296,21 @@ def task_environment(spec: Launch) -> dict[str, str]:
 
 
 def merged_environment(spec: Launch, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (minus suanli's own variables) + the user's env + :func:`task_environment`.
+    """``base`` (minus suanli's and the loader's variables) + the user's env + suanli's.
 
-    suanli's variables win over the user's. Names suanli reserves but does not set for this
-    task (e.g. ``SUANLI_CHECKPOINT_DIR`` with no checkpoint dir) are dropped from ``base`` so
-    the caller's own values do not leak into the task; the user may still set them.
+    suanli's variables (:func:`task_environment`) win over the user's. Names suanli reserves
+    but does not set for this task (e.g. ``SUANLI_CHECKPOINT_DIR`` with no checkpoint dir) are
+    dropped from ``base`` so the caller's own values do not leak into the task; the user may
+    still set them. Loader variables (:data:`LOADER_VARIABLES`) are always dropped from
+    ``base``, and from the user's env unless named in ``spec.allowed_env``: the backend
+    enforces this even where a caller forgot to check at submission.
     """
-    env = {k: v for k, v in (base or {}).items() if k not in SUANLI_VARIABLES}
-    env.update(spec.env)
+    env = {
+        k: v
+        for k, v in (base or {}).items()
+        if k not in SUANLI_VARIABLES and k not in LOADER_VARIABLES
+    }
+    env.update((k, v) for k, v in spec.env if k not in LOADER_VARIABLES or k in spec.allowed_env)
     env.update(task_environment(spec))
     return env
 

@@ -1,10 +1,20 @@
 """Run tasks as real subprocesses on this machine, each under its own supervisor (the shim).
 
 Layout: every task gets ``root/<job_id>/<attempt>/<task>/`` (the job id escaped for the
-filesystem) holding ``spec.json`` (what to run, written before the shim starts),
-``stdout.log``/``stderr.log`` (the task's output, appended), ``pid`` (the command's pid),
-``shim.log`` (the supervisor's own errors), ``stop.json`` (a requested stop and its outcome)
-and ``exit.json`` (how it ended, written atomically by the shim).
+filesystem, mode 0700, the server's) holding ``spec.json`` (what to run, written before the
+shim starts), ``stdout.log``/``stderr.log`` (the task's output, written by the shim, each
+capped at ``Launch.log_max_bytes`` with one rotated ``.1`` file), ``pid`` (the command's
+pid), ``shim.log`` (the supervisor's own errors), ``stop.json`` (a requested stop and its
+outcome) and ``exit.json`` (how it ended, written atomically by the shim).
+
+A task without a ``cwd`` runs in its own scratch directory,
+``scratch/<instance>/<job_id>/<attempt>/<task>/`` (mode 0700, owned by the task's user),
+never in the run directory: the scratch root lies outside the state directory (``root``'s
+parent), so whatever a task writes or reads relative to its working directory is kept away
+from the database and the other tasks' files. ``<instance>`` is a random id kept in
+``root/@scratch-id``: job ids restart when a state directory is made anew, and two servers
+may share a scratch root, so without it a task could be handed another run's directory.
+The scratch directories are not removed by the backend.
 
 The shim (:mod:`suanli.backends.shim`) leads its own session and process group, so the
 task keeps running, keeps its runtime limit and still leaves an exit file while the control
@@ -16,9 +26,13 @@ Linux only: process identity (pid plus start time) and liveness are read from ``
 from __future__ import annotations
 
 import os
+import pwd
+import secrets
 import signal
+import stat as stat_mode
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -27,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from suanli.backends.base import (
+    IDENTITY_VARIABLES,
+    LOADER_VARIABLES,
     STOP_OUTCOMES,
     SUANLI_VARIABLES,
     Exit,
@@ -56,8 +72,9 @@ from suanli.backends.shim import (
 
 # How long after the grace period the backend SIGKILLs the whole group (shim included) if the
 # shim has not finished the job itself; the shim's own SIGKILL comes first and leaves an
-# exit file, this only covers a shim that is stuck or gone.
-BACKSTOP_MARGIN_S = 2.0
+# exit file, this only covers a shim that is stuck or gone. Larger than the shim's own work
+# after the child ends (killing stragglers, draining the pipes for DRAIN_TIMEOUT_S).
+BACKSTOP_MARGIN_S = 5.0
 
 
 @dataclass(slots=True)
@@ -70,18 +87,119 @@ def _seconds(value: float) -> str:
     return f"{value:g}"
 
 
+# In ``root``, the id of this state directory's scratch level. ``@`` never appears in a job
+# directory name (job_dir_name escapes it), so no job can collide with it.
+SCRATCH_ID_FILE = "@scratch-id"
+
+
+def default_scratch() -> Path:
+    """The scratch root used by default: ``<tempdir>/suanli-scratch-<euid>``.
+
+    Outside any state directory and private to the server's user (checked when a backend
+    starts, since anyone may create names in the shared temporary directory).
+    """
+    return Path(tempfile.gettempdir()) / f"suanli-scratch-{os.geteuid()}"
+
+
+def _scratch_id(root: Path) -> str:
+    """The random id of ``root``'s scratch level, made on first use and kept in ``root``.
+
+    Written to a temporary file and hard-linked into place, so that concurrent first uses
+    agree on one id and no reader sees a half-written one.
+    """
+    path = root / SCRATCH_ID_FILE
+    for _ in range(2):
+        try:
+            value = path.read_text().strip()
+        except FileNotFoundError:
+            pass
+        else:
+            if value and all(ch in "0123456789abcdef" for ch in value):
+                return value
+            raise ValueError(f"{path}: not a scratch id: {value!r}")
+        tmp = root / f".{SCRATCH_ID_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(secrets.token_hex(8) + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # someone else made it first: read theirs
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """True if ``path`` is ``directory`` or below it, symlinks resolved."""
+    real, base = os.path.realpath(path), os.path.realpath(directory)
+    return real == base or real.startswith(base.rstrip("/") + "/")
+
+
+def _private_dir(path: Path, field: str) -> None:
+    """Make ``path`` a directory of this user that only it can write (0711), or refuse.
+
+    Created if missing (with its parents, which are not checked). An existing one must be a real directory (not a
+    symlink) owned by this user and not writable by group or others, since a directory that
+    someone else could write may already hold what they put there; 0711 lets a task's user
+    pass through to its own subdirectory without listing the others.
+    """
+    path.mkdir(parents=True, exist_ok=True, mode=0o711)
+    info = os.lstat(path)
+    if not stat_mode.S_ISDIR(info.st_mode):
+        raise ValueError(f"{field}: {path} is not a directory")
+    if info.st_uid != os.geteuid():
+        raise ValueError(
+            f"{field}: {path} is owned by uid {info.st_uid}, not by this server (uid "
+            f"{os.geteuid()})"
+        )
+    if info.st_mode & (stat_mode.S_IWGRP | stat_mode.S_IWOTH):
+        raise ValueError(f"{field}: {path} is writable by group or others; make it 0711")
+    if stat_mode.S_IMODE(info.st_mode) != 0o711:
+        os.chmod(path, 0o711)
+
+
+def identity_environment(uid: int) -> dict[str, str]:
+    """HOME, USER and LOGNAME for a task running as ``uid``, from the password database.
+
+    A uid without an entry gets ``HOME=/`` (as container runtimes do) and no USER/LOGNAME,
+    rather than the server's own values.
+    """
+    try:
+        entry = pwd.getpwuid(uid)
+    except KeyError:
+        return {"HOME": "/"}
+    return {"HOME": entry.pw_dir or "/", "USER": entry.pw_name, "LOGNAME": entry.pw_name}
+
+
 class LocalBackend:
     """Runs each task as a subprocess of a shim supervisor under ``root`` (Linux only).
 
-    ``poll_interval`` is how often :meth:`wait` polls; ``python`` is the interpreter that
-    runs the shim (it must be able to import ``suanli``). Methods are thread-safe.
+    ``scratch`` is where tasks without a ``cwd`` get their working directories (default:
+    :func:`default_scratch`; see :meth:`scratch_dir_for`); it must not lie inside ``root``'s parent (the state
+    directory) nor contain it, and must be this user's and writable by no one else
+    (``ValueError`` naming ``scratch`` otherwise). ``poll_interval`` is how often
+    :meth:`wait` polls; ``python`` is the interpreter that runs the shim (it must be able to
+    import ``suanli``). Methods are thread-safe.
     """
 
     def __init__(
-        self, root: Path, *, poll_interval: float = 0.2, python: str = sys.executable
+        self,
+        root: Path,
+        *,
+        scratch: Path | None = None,
+        poll_interval: float = 0.2,
+        python: str = sys.executable,
     ) -> None:
         self.root = Path(root).absolute()
+        self.scratch = default_scratch() if scratch is None else Path(scratch).absolute()
+        state = self.root.parent
+        if _inside(self.scratch, state) or _inside(state, self.scratch):
+            raise ValueError(
+                f"scratch: {self.scratch} must lie outside the state directory {state} "
+                f"(tasks work there) and must not contain it"
+            )
         self.root.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.scratch, "scratch")
+        self.scratch_id = _scratch_id(self.root)
         self.poll_interval = poll_interval
         self.python = python
         self._lock = threading.Lock()
@@ -97,12 +215,18 @@ class LocalBackend:
         """The directory of one task's files."""
         return self.root / job_dir_name(job_id) / str(attempt) / str(task)
 
+    def scratch_dir_for(self, job_id: str, attempt: int, task: int) -> Path:
+        """The working directory of a task launched without a ``cwd``:
+        ``scratch/<scratch_id>/<job_id>/<attempt>/<task>``."""
+        return self.scratch / self.scratch_id / job_dir_name(job_id) / str(attempt) / str(task)
+
     def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
         """The handle written when the task was launched, if it was (see ``Backend.find``)."""
         record = read_json(self.run_dir_for(job_id, attempt, task) / HANDLE_FILE)
         return None if record is None else Handle.from_json(record)
 
     def log_paths(self, handle: Handle) -> tuple[Path, Path]:
+        """The current stdout and stderr logs (older output may be in ``<name>.1``)."""
         run_dir = Path(handle.run_dir)
         return run_dir / STDOUT_LOG, run_dir / STDERR_LOG
 
@@ -111,11 +235,23 @@ class LocalBackend:
     def launch(self, spec: Launch) -> Handle:
         """Write the task's ``spec.json`` and start its shim in a new session.
 
-        Raises ``ValueError`` for an invalid launch and ``FileExistsError`` if this
+        Raises ``ValueError`` for an invalid launch (also for ``run_as`` when this server
+        does not run as root and so cannot switch users) and ``FileExistsError`` if this
         (job, attempt, task) already has a run directory: a relaunch needs a new attempt,
         so that files of an earlier run (perhaps still running) are never mixed up.
         """
         env = merged_environment(spec)  # validates the launch
+        unset = [*SUANLI_VARIABLES, *sorted(LOADER_VARIABLES)]
+        if spec.run_as is not None:
+            if os.geteuid() != 0:
+                raise ValueError(
+                    f"run_as: switching tasks to uid {spec.run_as[0]} needs the server to run "
+                    f"as root (it runs as uid {os.geteuid()})"
+                )
+            # The server's HOME/USER/LOGNAME name the server's user: replace them; the
+            # user's own env still wins.
+            unset.extend(IDENTITY_VARIABLES)
+            env = {**identity_environment(spec.run_as[0]), **env}
         key = (spec.job_id, spec.attempt, spec.task)
         run_dir = self.run_dir_for(*key)
         with self._lock:
@@ -128,6 +264,14 @@ class LocalBackend:
             raise FileExistsError(
                 f"run directory {run_dir} already exists: launch a new attempt instead"
             ) from None
+        if spec.cwd is not None:
+            cwd = spec.cwd
+        else:
+            try:
+                cwd = str(self._make_scratch(spec))
+            except BaseException:
+                run_dir.rmdir()  # nothing started: the attempt may be launched again
+                raise
         write_json_atomic(
             run_dir / SPEC_FILE,
             {
@@ -136,8 +280,9 @@ class LocalBackend:
                 "task": spec.task,
                 "command": list(spec.command),
                 "env": env,
-                "unset": list(SUANLI_VARIABLES),
-                "cwd": spec.cwd if spec.cwd is not None else str(run_dir),
+                "unset": unset,
+                "cwd": cwd,
+                "run_as": list(spec.run_as) if spec.run_as is not None else None,
                 "gpus": list(spec.gpus),
                 "gpu_milli": spec.gpu_milli,
                 "gpu_memory_mib": spec.gpu_memory_mib,
@@ -145,6 +290,8 @@ class LocalBackend:
                 "max_runtime_s": spec.max_runtime_s,
                 "stop_signal": spec.stop_signal,
                 "grace_s": spec.grace_s,
+                "log_max_bytes": spec.log_max_bytes,
+                "log_min_free_bytes": spec.log_min_free_bytes,
                 "created_at": time.time(),
             },
         )
@@ -181,6 +328,31 @@ class LocalBackend:
         with self._lock:
             self._tasks[key] = _Tracked(handle, process)
         return handle
+
+    def _make_scratch(self, spec: Launch) -> Path:
+        """Create the task's scratch directory: 0700, owned by the task's user.
+
+        The levels above it are the server's, 0711, so a task's user can pass through them
+        to its own directory only. ``FileExistsError`` if the task's directory is already
+        there (its run directory was removed by hand): it is never reused, since it may hold
+        another run's files.
+        """
+        task_dir = self.scratch_dir_for(spec.job_id, spec.attempt, spec.task)
+        for level in (task_dir.parents[2], task_dir.parents[1], task_dir.parent):
+            try:
+                os.mkdir(level, 0o711)
+            except FileExistsError:
+                continue
+            os.chmod(level, 0o711)  # whatever the umask
+        try:
+            os.mkdir(task_dir, 0o700)
+        except FileExistsError:
+            raise FileExistsError(
+                f"scratch directory {task_dir} already exists: remove it or launch a new attempt"
+            ) from None
+        if spec.run_as is not None:
+            os.chown(task_dir, spec.run_as[0], spec.run_as[1])
+        return task_dir
 
     # --- poll ----------------------------------------------------------------------------
 
@@ -312,6 +484,9 @@ class LocalBackend:
         else:
             outcome = Outcome.FAILED
             detail = how
+        dropped = _dropped_output(record)
+        if dropped:
+            detail = f"{detail}; {dropped}"
         return Exit(
             handle=handle,
             outcome=outcome,
@@ -438,6 +613,22 @@ class LocalBackend:
             timers, self._timers = self._timers, []
         for timer in timers:
             timer.cancel()
+
+
+def _dropped_output(record: dict[str, Any]) -> str:
+    """A note on output the shim could not keep (low disk, failed writes, open pipes)."""
+    logs = record.get("logs")
+    notes = []
+    if isinstance(logs, dict):
+        for name in ("stdout", "stderr"):
+            stats = logs.get(name)
+            if isinstance(stats, dict) and stats.get("dropped"):
+                notes.append(f"{stats['dropped']} bytes of {name}")
+    text = f"output dropped: {', '.join(notes)} (low disk space or failed writes)" if notes else ""
+    if record.get("logs_drain_timed_out"):
+        tail = "output after the task's end not read (a process that left it holds its pipes)"
+        text = f"{text}; {tail}" if text else tail
+    return text
 
 
 def _stop_outcome(stop: dict[str, Any] | None) -> Outcome | None:

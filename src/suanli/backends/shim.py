@@ -3,9 +3,17 @@
 :class:`suanli.backends.local.LocalBackend` starts one shim per task in a new session, so the
 shim leads the task's process group and outlives the control plane. The shim
 
-* reads ``run_dir/spec.json`` (command, environment, cwd, max runtime, stop signal, grace);
-* starts the command as its child, in its own process group, with stdout/stderr appended to
-  ``stdout.log``/``stderr.log``, and writes the child's pid to ``run_dir/pid``;
+* reads ``run_dir/spec.json`` (command, environment, cwd, user, max runtime, stop signal,
+  grace, log limits);
+* starts the command as its child, in its own process group, as the user ``run_as`` names
+  (uid, gid, no other groups) if any, and writes the child's pid to ``run_dir/pid``. The
+  shim itself stays the server's user, so it can still write the run directory, which the
+  task cannot read;
+* reads the child's stdout/stderr through pipes, without ever blocking on them, into
+  ``stdout.log``/``stderr.log``: a file that would grow past ``log_max_bytes`` is rotated to
+  ``<name>.1`` (replacing the older one), and while the filesystem of the run directory has
+  less than ``log_min_free_bytes`` free, output is dropped and counted instead, so task
+  output can never fill the disk the control plane's state lives on;
 * enforces the max runtime itself (stop signal, then SIGKILL after the grace period), so the
   limit holds while the control plane is down;
 * passes signals it receives on to the rest of the group, so signalling the shim alone stops
@@ -13,7 +21,9 @@ shim leads the task's process group and outlives the control plane. The shim
   by the backend and is not passed on again, so the task sees it once; after such a stop it
   also SIGKILLs the group when the grace period ends;
 * reaps the child, SIGKILLs any processes left in the group (a task's processes end with it),
-  writes ``run_dir/exit.json`` atomically, and exits.
+  reads what is left in the pipes (for at most ``DRAIN_TIMEOUT_S``: a process that left the
+  group may hold them open), writes ``run_dir/exit.json`` atomically (``finished_at`` is
+  when the child was reaped; ``logs`` has per-stream byte counts), and exits.
 
 It uses the standard library only and imports nothing else from suanli, so it starts fast and
 keeps running whatever state the rest of the code base is in. Linux only (it reads ``/proc``).
@@ -21,6 +31,8 @@ keeps running whatever state the rest of the code base is in. Linux only (it rea
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import select
@@ -39,6 +51,25 @@ HANDLE_FILE = "handle.json"
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 SHIM_LOG = "shim.log"
+ROTATED_SUFFIX = ".1"
+
+# Defaults for a spec.json without log limits (as Launch's defaults).
+LOG_MAX_BYTES = 64 << 20
+LOG_MIN_FREE_BYTES = 1 << 30
+# After the child is reaped and the group killed, how long to keep reading its pipes for
+# output still in them; only a process that left the group can hold them open longer.
+# Well below the backend's SIGKILL backstop margin (local.BACKSTOP_MARGIN_S), so a stop
+# with no grace never kills a shim that is still draining.
+DRAIN_TIMEOUT_S = 1.0
+# One read from a pipe; and how many reads per stream per turn of the loop, so one stream
+# that never pauses cannot starve signals, deadlines or the other stream.
+READ_CHUNK = 1 << 16
+READS_PER_TURN = 16
+# Pipe capacity asked for (best effort): fewer wake-ups for a chatty task.
+PIPE_SIZE = 1 << 20
+# How stale the free-space reading may get: re-read after this long or this many bytes.
+FREE_CHECK_S = 0.25
+FREE_CHECK_BYTES = 1 << 20
 
 # Signals the shim catches and passes on to the task.
 FORWARDED = (
@@ -122,6 +153,165 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+class _LogStream:
+    """One of the task's output streams: the read end of its pipe and its capped log file.
+
+    ``feed`` writes a chunk: the file is rotated to ``<name>.1`` before it would grow past
+    ``max_bytes`` (so at most twice that is on disk; one chunk larger than the cap is cut
+    into cap-sized pieces), and the chunk is dropped while the filesystem holding the file
+    has less than ``min_free`` bytes free, or if the write fails. When writing resumes after
+    a drop, a one-line note says how much was lost. Counts go to exit.json (``stats``).
+    """
+
+    def __init__(self, path: Path, max_bytes: int, min_free: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.min_free = min_free
+        self.fd: int | None = None  # read end of the pipe; None once at EOF or closed
+        self.file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.size = os.fstat(self.file).st_size
+        self.written = 0
+        self.rotated = 0  # bytes moved out to <name>.1 (the older .1 each time replaced)
+        self.rotations = 0
+        self.dropped = 0  # bytes not written: low disk or failed writes
+        self.dropped_low_disk = 0
+        self.unreported_drop = 0  # dropped since the last note in the log
+        self.write_errors = 0
+        self._free_ok = True
+        self._free_checked_at = -float("inf")
+        self._since_free_check = 0
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "written": self.written,
+            "rotated": self.rotated,
+            "rotations": self.rotations,
+            "dropped": self.dropped,
+            "dropped_low_disk": self.dropped_low_disk,
+            "write_errors": self.write_errors,
+        }
+
+    def _enough_free(self, incoming: int) -> bool:
+        if self.min_free <= 0:
+            return True
+        now = time.monotonic()
+        if (
+            now - self._free_checked_at >= FREE_CHECK_S
+            or self._since_free_check >= FREE_CHECK_BYTES
+        ):
+            try:
+                st = os.statvfs(self.path.parent)
+                self._free_ok = st.f_bavail * st.f_frsize - incoming >= self.min_free
+            except OSError:
+                self._free_ok = False  # cannot tell: keep the disk safe
+            self._free_checked_at = now
+            self._since_free_check = 0
+        self._since_free_check += incoming
+        return self._free_ok
+
+    def _rotate(self) -> None:
+        """Move the file to ``<name>.1`` (replacing the older one) and start a new one.
+
+        The new file is open before the old descriptor is closed, so a failure leaves a
+        valid descriptor (perhaps still to the old file) rather than a stale number.
+        """
+        os.replace(self.path, self.path.with_name(self.path.name + ROTATED_SUFFIX))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+        new_file = os.open(self.path, flags, 0o600)
+        os.close(self.file)
+        self.file = new_file
+        self.rotated += self.size
+        self.rotations += 1
+        self.size = 0
+
+    def _write(self, data: bytes) -> None:
+        if self.size > 0 and self.size + len(data) > self.max_bytes:
+            self._rotate()
+        view = memoryview(data)
+        while view:
+            if self.size >= self.max_bytes:
+                self._rotate()
+            n = os.write(self.file, view[: self.max_bytes - self.size])
+            self.size += n
+            self.written += n
+            view = view[n:]
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self._enough_free(len(data)):
+            self.dropped += len(data)
+            self.dropped_low_disk += len(data)
+            self.unreported_drop += len(data)
+            return
+        try:
+            if self.unreported_drop:
+                note = (
+                    f"\n[suanli: {self.unreported_drop} bytes of output dropped here: "
+                    f"the log's filesystem had less than {self.min_free} bytes free "
+                    f"or could not be written]\n"
+                ).encode()
+                self.unreported_drop = 0
+                self._write(note)
+            self._write(data)
+        except OSError as exc:
+            self.dropped += len(data)
+            self.unreported_drop += len(data)
+            self.write_errors += 1
+            if self.write_errors == 1:  # once per stream: the shim's own log is on that disk
+                print(f"suanli shim: cannot write {self.path}: {exc}", file=sys.stderr, flush=True)
+
+    def pump(self, limit: int | None = READS_PER_TURN) -> bool:
+        """Read what the pipe has now (at most ``limit`` reads; None: until it is empty).
+
+        Never blocks. Returns True while the pipe may still deliver more (not at EOF).
+        """
+        reads = 0
+        while self.fd is not None and (limit is None or reads < limit):
+            try:
+                data = os.read(self.fd, READ_CHUNK)
+            except BlockingIOError:
+                return True
+            except InterruptedError:
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EAGAIN:
+                    return True
+                self.close_pipe()
+                return False
+            reads += 1
+            if not data:
+                self.close_pipe()
+                return False
+            self.feed(data)
+        return self.fd is not None
+
+    def close_pipe(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def close(self) -> None:
+        self.close_pipe()
+        if self.file >= 0:
+            try:
+                os.close(self.file)
+            except OSError:
+                pass
+            self.file = -1
+
+
+def _output_pipe() -> tuple[int, int]:
+    """A pipe for one output stream: (read end, non-blocking, as large as allowed; write end)."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    try:
+        fcntl.fcntl(read_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    except (OSError, AttributeError):
+        pass  # the default capacity still works, with more wake-ups
+    return read_fd, write_fd
+
+
 class _Shim:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -133,6 +323,8 @@ class _Shim:
         self.timed_out_at: float | None = None
         self.stop_received_at: float | None = None
         self.stop_handled = False
+        self.streams: list[_LogStream] = []
+        self.drain_timed_out = False
 
     # --- signals -------------------------------------------------------------------------
 
@@ -223,9 +415,38 @@ class _Shim:
             "error": None,
             "child_pid": self.child.pid if self.child is not None else None,
             "shim_pid": os.getpid(),
+            "logs": {
+                name: stream.stats()
+                for name, stream in zip(("stdout", "stderr"), self.streams, strict=False)
+            },
+            "logs_drain_timed_out": self.drain_timed_out,
         }
         record.update(fields)
+        for stream in self.streams:
+            stream.close()
         write_json_atomic(self.run_dir / EXIT_FILE, record)
+
+    def _drain(self) -> None:
+        """Read the pipes to their end, for at most ``DRAIN_TIMEOUT_S``.
+
+        Called once the child is reaped and the rest of its group killed, so every writer
+        still alive has left the group; past the timeout its output is no longer read.
+        """
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while True:
+            open_fds = [s.fd for s in self.streams if s.pump() and s.fd is not None]
+            if not open_fds:
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.drain_timed_out = True
+                for stream in self.streams:
+                    stream.close_pipe()
+                return
+            try:
+                select.select(open_fds, [], [], remaining)
+            except InterruptedError:
+                pass
 
     def run(self) -> int:
         spec = read_json(self.run_dir / SPEC_FILE)
@@ -248,26 +469,57 @@ class _Shim:
         for name in spec.get("unset", []):
             env.pop(name, None)
         env.update(spec["env"])
-        out = open(self.run_dir / STDOUT_LOG, "ab")
-        err = open(self.run_dir / STDERR_LOG, "ab")
+        self.streams = [
+            _LogStream(
+                self.run_dir / name,
+                int(spec.get("log_max_bytes", LOG_MAX_BYTES)),
+                int(spec.get("log_min_free_bytes", LOG_MIN_FREE_BYTES)),
+            )
+            for name in (STDOUT_LOG, STDERR_LOG)
+        ]
+        run_as = spec.get("run_as")
+        cwd = spec["cwd"]
+        switch: dict[str, Any] = {}
+        if run_as is not None:
+            uid, gid = int(run_as[0]), int(run_as[1])
+            # Popen changes directory before it switches user; change it afterwards instead,
+            # so the task only ever starts in a directory its own user may enter.
+            switch = {
+                "user": uid,
+                "group": gid,
+                "extra_groups": [gid],
+                "preexec_fn": lambda: os.chdir(cwd),
+            }
+        pipes = [_output_pipe() for _ in self.streams]
         try:
             self.child = subprocess.Popen(
                 spec["command"],
                 stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=spec["cwd"],
+                stdout=pipes[0][1],
+                stderr=pipes[1][1],
+                cwd=None if run_as is not None else cwd,
                 env=env,
                 close_fds=True,
+                **switch,
             )
-        except OSError as exc:
-            err.write(f"suanli: could not start {spec['command'][0]!r}: {exc}\n".encode())
-            code = 126 if isinstance(exc, PermissionError) else 127
-            self._finish(started_at=started_at, exit_code=code, error=f"could not start: {exc}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            for read_fd, write_fd in pipes:
+                os.close(read_fd)
+                os.close(write_fd)
+            if isinstance(exc, OSError):
+                reason = str(exc)
+                code = 126 if isinstance(exc, PermissionError) else 127
+            else:  # only the chdir runs in preexec_fn
+                reason = f"cannot enter the working directory {cwd!r} as uid {switch['user']}"
+                code = 126
+            self.streams[1].feed(
+                f"suanli: could not start {spec['command'][0]!r}: {reason}\n".encode()
+            )
+            self._finish(started_at=started_at, exit_code=code, error=f"could not start: {reason}")
             return 0
-        finally:
-            out.close()
-            err.close()
+        for stream, (read_fd, write_fd) in zip(self.streams, pipes, strict=True):
+            os.close(write_fd)  # the child has its copy; EOF comes when every writer is gone
+            stream.fd = read_fd
         child = self.child
         pid_tmp = self.run_dir / f".{PID_FILE}.tmp"
         pid_tmp.write_text(f"{child.pid}\n")
@@ -306,20 +558,29 @@ class _Shim:
             if self.killed and self.kill_at in deadlines:
                 deadlines.remove(self.kill_at)
             timeout = min([30.0] + [max(0.0, d - now) for d in deadlines])
-            select.select([wake_fd], [], [], timeout)
+            readers = [stream.fd for stream in self.streams if stream.fd is not None]
+            try:
+                ready, _, _ = select.select([wake_fd, *readers], [], [], timeout)
+            except InterruptedError:
+                ready = []
+            for stream in self.streams:
+                if stream.fd is not None and stream.fd in ready:
+                    stream.pump()
             try:
                 while os.read(wake_fd, 512):
                     pass
             except BlockingIOError:
                 pass
 
+        finished_at = time.time()  # the task's end, for billing: not delayed by the drain
         code = os.waitstatus_to_exitcode(status)
         child.returncode = code
         self._kill_stragglers()
+        self._drain()
         if code >= 0:
-            self._finish(started_at=started_at, exit_code=code)
+            self._finish(started_at=started_at, finished_at=finished_at, exit_code=code)
         else:
-            self._finish(started_at=started_at, signal=-code)
+            self._finish(started_at=started_at, finished_at=finished_at, signal=-code)
         return 0
 
     def _kill_stragglers(self) -> None:

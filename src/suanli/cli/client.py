@@ -1,5 +1,6 @@
 """The control plane's command-line client, Slurm-like: ``submit``, ``queue``, ``show``,
-``cancel``, ``logs``, ``nodes`` and ``usage`` (``token`` is in ``client_tokens``).
+``cancel``, ``logs``, ``nodes`` and ``usage`` (``token`` is in ``client_tokens``), and
+``ready``, which waits for a server that is starting.
 
 Each verb is one or a few API calls (``suanli.cli.client_http``); ``--json`` prints the API's
 JSON instead of a table.
@@ -8,12 +9,14 @@ JSON instead of a table.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from suanli.cli.client_http import (
     DEFAULT_SERVER,
@@ -21,9 +24,13 @@ from suanli.cli.client_http import (
     JsonOption,
     ServerOption,
     TokenOption,
+    admin_token_file,
     console,
+    natural_key,
     print_json,
     print_rows,
+    refused,
+    resolve_token,
     when,
 )
 from suanli.cli.errors import fail
@@ -44,14 +51,14 @@ def load_spec(path: Path) -> dict[str, Any]:
     except OSError as e:
         fail(f"cannot read {path}: {e.strerror}")
     try:
-        if path.suffix == ".json":
+        if path.suffix.lower() == ".json":
             data = json.loads(text)
         else:
             import yaml
 
             data = yaml.safe_load(text)
     except ValueError as e:  # json.JSONDecodeError and yaml.YAMLError's reasons
-        fail(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {e}")
+        fail(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {e}")
     except Exception as e:  # yaml.YAMLError is not a ValueError
         fail(f"{path}: not valid YAML: {e}")
     if data is None:
@@ -76,12 +83,60 @@ def _number(text: str) -> int | float:
     return int(value) if value.is_integer() else value
 
 
+AFTER_DASHES = "suanli.submit.after_dashes"
+"""``ctx.meta`` key: how many of submit's positional arguments came after ``--``."""
+
+
+class SubmitCommand(TyperCommand):
+    """``submit``'s click command: it notes how many positional arguments came after
+    ``--`` (click drops the ``--`` itself), so that ``submit job.yaml`` (a spec file) can be
+    told from ``submit -- job.yaml`` (a program of that name)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        takes_value = {
+            name
+            for p in self.get_params(ctx)
+            if getattr(p, "param_type_name", "") == "option"
+            and not getattr(p, "is_flag", False)
+            and not getattr(p, "count", False)
+            for name in (*p.opts, *p.secondary_opts)
+        }
+        i, after = 0, 0
+        while i < len(args):
+            if args[i] == "--":
+                after = len(args) - i - 1
+                break
+            i += 2 if args[i] in takes_value else 1  # an option's value may be '--'
+        ctx.meta[AFTER_DASHES] = after
+        return super().parse_args(ctx, args)
+
+
+def _workdir(chdir: Path | None) -> str:
+    """``--chdir`` made absolute against the current directory (it must be a directory
+    here), else the current directory."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        if chdir is None or not chdir.expanduser().is_absolute():
+            fail("the current directory no longer exists: give --chdir /absolute/dir")
+        here = "/"
+    if chdir is None:
+        return here
+    path = os.path.abspath(os.path.join(here, chdir.expanduser()))
+    if not os.path.isdir(path):
+        problem = "not a directory" if os.path.exists(path) else "no such directory"
+        fail(f"--chdir {chdir}: {problem} ({path})")
+    return path
+
+
 def submit_command(
+    ctx: typer.Context,
     args: Annotated[
         list[str] | None,
         typer.Argument(
             metavar="[SPEC_FILE] [-- COMMAND ARGS...]",
-            help="A spec file (.yaml, .yml or .json), then the command after '--'.",
+            help="A spec file (.yaml, .yml or .json; it must exist), then the command "
+            "after '--' (a program named like a spec file goes after '--' too).",
             show_default=False,
         ),
     ] = None,
@@ -104,20 +159,48 @@ def submit_command(
         float | None, typer.Option(help="Seconds; the job is stopped after it.")
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="NAME=VALUE (repeatable).")] = None,
+    chdir: Annotated[
+        Path | None,
+        typer.Option(
+            "--chdir",
+            "-D",
+            metavar="DIR",
+            help="The tasks' working directory (relative to here; it must exist). "
+            "Default: the spec file's workdir, else the current directory; --chdir wins "
+            "over the spec file's.",
+            show_default=False,
+        ),
+    ] = None,
     server: ServerOption = DEFAULT_SERVER,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Submit a job: a spec file, options overriding its fields, and/or the command after
-    '--' (e.g. suanli submit --gpus 2 -- python train.py)."""
+    '--' (e.g. suanli submit --gpus 2 -- python train.py). The tasks run in the current
+    directory (or --chdir DIR, or the spec file's workdir)."""
     rest = list(args or [])
+    after_dashes = ctx.meta.get(AFTER_DASHES)  # None: not parsed by SubmitCommand
     spec: dict[str, Any] = {}
-    if file is None and rest and rest[0].endswith(SPEC_SUFFIXES) and Path(rest[0]).is_file():
+    first_is_spec = (
+        file is None
+        and bool(rest)
+        and rest[0].lower().endswith(SPEC_SUFFIXES)
+        and (after_dashes is None or len(rest) > after_dashes)  # it came before '--'
+    )
+    if first_is_spec and not Path(rest[0]).is_file():
+        if after_dashes is None:  # cannot tell a spec file from a command: as before
+            first_is_spec = False
+        else:
+            what = "not a file" if Path(rest[0]).exists() else "no such spec file"
+            fail(f"{what}: {rest[0]} (to run a program of that name, put it after --)")
+    if first_is_spec:
         file = Path(rest.pop(0))
     if file is not None:
         spec = load_spec(file)
     if rest:
         spec["command"] = rest
+    if chdir is not None or spec.get("workdir") is None:
+        spec["workdir"] = _workdir(chdir)
     try:
         numbers = {k: _number(v) for k, v in (("gpus", gpus), ("cpu", cpu)) if v is not None}
     except ValueError:
@@ -142,6 +225,9 @@ def submit_command(
         print_json(job)
     else:
         typer.echo(f"Submitted job {job['id']} to queue {job['queue']}")
+
+
+submit_command.click_class = SubmitCommand  # type: ignore[attr-defined]  # see main._load
 
 
 # --- queue, show, cancel ------------------------------------------------------------------
@@ -227,7 +313,7 @@ def show_command(
         for col in ("#", "STATE", "NODES", "ADMITTED", "STARTED", "ENDED", "OUTCOME", "EXIT"):
             table.add_column(col, no_wrap=True)
         for a in detail["attempts"]:
-            nodes = ",".join(sorted({t["node"] for t in a["placement"]}))
+            nodes = ",".join(sorted({t["node"] for t in a["placement"]}, key=natural_key))
             table.add_row(
                 str(a["attempt"]), a["state"], nodes, when(a["admitted_at"]),
                 when(a["started_at"]), when(a["ended_at"]), a["outcome"] or "-",
@@ -349,10 +435,21 @@ def nodes_command(
     print_rows(("NODE", "STATE", "GPUS", "MODEL", "GPU USED", "CPU", "MEMORY", "SOURCE"), rows)
 
 
+UNITS = {"gpu": "GPU-h", "cpu": "core-h", "memory": "GiB-h", "storage": "GB-h", "network": "GB"}
+"""The unit of a usage total's ``quantity``, by the ledger's resource: the API gives each
+quantity in its resource's priced unit already (``suanli.metering.usage``: GPU-hours,
+core-hours, GiB-hours, GB-hours of storage, GB of network transfer)."""
+
+
 def usage_command(
     by: Annotated[
         list[str] | None,
-        typer.Option("--by", "-b", help="Group by (repeatable): queue, user, day, ..."),
+        typer.Option(
+            "--by",
+            "-b",
+            help="Group by (repeatable): queue, user, day, job_id, ...; resource is always "
+            "added (each total is in one unit).",
+        ),
     ] = None,
     since: Annotated[str | None, typer.Option(help="From (ISO date/time or epoch ms).")] = None,
     until: Annotated[str | None, typer.Option(help="Until, excluded.")] = None,
@@ -360,18 +457,156 @@ def usage_command(
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Charges from the ledger, totalled by queue and resource (or --by)."""
-    data = Client.of(server, token).get("/v1/usage", by=by, since=since, until=until)
+    """Charges from the ledger, totalled by queue and resource (or --by and resource), with
+    each quantity's unit (GPU-h, core-h, GiB-h)."""
+    dims = None
+    if by:  # as the API reads it (commas too), and resource so that each row has one unit
+        dims = list(dict.fromkeys(d.strip() for v in by for d in v.split(",") if d.strip()))
+        if "resource" not in dims:
+            dims.append("resource")
+    data = Client.of(server, token).get("/v1/usage", by=dims, since=since, until=until)
     if as_json:
         print_json(data)
         return
+    totals = sorted(
+        data["totals"],
+        key=lambda t: (tuple(natural_key(t["group"][d]) for d in data["by"]), t["currency"]),
+    )
     figures = ("AMOUNT", "QUANTITY", "ENTRIES")
     rows = (
         (*(t["group"][d] for d in data["by"]), t["currency"], t["amount"], t["quantity"],
-         str(t["entries"]))
-        for t in data["totals"]
+         UNITS.get(t["group"].get("resource", ""), "-"), str(t["entries"]))
+        for t in totals
     )  # fmt: skip
-    print_rows((*(d.upper() for d in data["by"]), "CURRENCY", *figures), rows, right=figures)
+    columns = (*(d.upper() for d in data["by"]), "CURRENCY", "AMOUNT", "QUANTITY", "UNIT",
+               "ENTRIES")  # fmt: skip
+    print_rows(columns, rows, right=figures)
+
+
+# --- ready --------------------------------------------------------------------------------
+
+LOOPBACK_HOSTS = ("localhost", "::1")
+
+
+def _is_loopback(server: str) -> bool:
+    from ipaddress import ip_address
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(server).hostname or "").lower()
+    if host in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _expected_token_file(
+    base: str, state_dir: Path | None, token: str | None, seconds: float
+) -> Path | None:
+    """The admin token file ``ready`` waits for, or None: none for a server on another
+    machine (unless --state-dir names it), and none if the client's own token works there
+    (then the server has tokens already: it is not a fresh one and writes no admin token)."""
+    if state_dir is None and not _is_loopback(base):
+        return None
+    given = resolve_token(token)
+    if given:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {given}", "Accept": "application/json"}
+        try:
+            r = httpx.get(base + "/v1/whoami", headers=headers, timeout=max(seconds, 0.5))
+            if r.status_code == 200:
+                return None
+        except httpx.HTTPError:
+            pass
+    return admin_token_file(state_dir)
+
+
+def _has_text(path: Path) -> bool:
+    try:
+        return bool(path.read_text().strip())
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def ready_command(
+    server: ServerOption = DEFAULT_SERVER,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", metavar="SECONDS", help="How long to wait at most."),
+    ] = 60.0,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            metavar="DIR",
+            help="The server's state directory, for its admin token (default: as suanli "
+            "serve's, $SUANLI_STATE_DIR, else ~/.local/share/suanli, for a server on this "
+            "machine).",
+            show_default=False,
+        ),
+    ] = None,
+    token: TokenOption = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="Print nothing when ready (a timeout: one line on stderr)."
+        ),
+    ] = False,
+    interval: Annotated[float, typer.Option(hidden=True)] = 0.2,
+) -> None:
+    """Wait until the server answers (GET /healthz: 200) and, for a fresh server on this
+    machine, until it has written its admin token (STATE/admin.token); then print
+    'ready: URL/v1'. Exits 1, saying what it waited for, after --timeout."""
+    import math
+
+    import httpx
+
+    if not server.startswith(("http://", "https://")):
+        fail(f"--server {server!r}: an http:// or https:// URL")
+    if not (math.isfinite(timeout) and timeout >= 0):
+        fail(f"--timeout: must be a number of seconds >= 0, got {timeout:g}")
+    base = server.rstrip("/")
+    start = time.monotonic()
+    deadline = start + timeout
+
+    def left() -> float:
+        return deadline - time.monotonic()
+
+    def give_up(waiting_for: str) -> None:
+        refused(f"not ready after {timeout:g}s: {waiting_for}")
+
+    health = base + "/healthz"
+    while True:
+        try:
+            r = httpx.get(health, timeout=min(max(left(), 0.5), 5.0))
+            if r.status_code == 200:
+                break
+            last = f"it answers {r.status_code} {r.reason_phrase}"
+            try:
+                body = r.json()
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and isinstance(body.get("error"), str):
+                last += f" ({body['error']})"
+        except httpx.HTTPError as e:
+            last = f"cannot reach it ({e or type(e).__name__})"
+        if left() <= 0:
+            give_up(f"waiting for {health} to answer 200: {last}")
+        time.sleep(max(min(interval, left()), 0))
+    token_path = _expected_token_file(base, state_dir, token, min(max(left(), 0.5), 5.0))
+    if token_path is not None:
+        while not _has_text(token_path):
+            if left() <= 0:
+                give_up(
+                    f"waiting for the admin token {token_path} (a server writes it on its "
+                    f"first start only: if it has started before, give --token or "
+                    f"SUANLI_TOKEN; another state directory: --state-dir DIR)"
+                )
+            time.sleep(max(min(interval, left()), 0))
+    if not quiet:
+        typer.echo(f"ready: {base}/v1")
 
 
 __all__ = [
@@ -379,6 +614,7 @@ __all__ = [
     "logs_command",
     "nodes_command",
     "queue_command",
+    "ready_command",
     "show_command",
     "submit_command",
     "usage_command",

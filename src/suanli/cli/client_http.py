@@ -2,7 +2,9 @@
 
 Server: ``--server`` or ``SUANLI_SERVER`` (default ``http://127.0.0.1:8620``). Token:
 ``--token``, else ``SUANLI_TOKEN``, else the file ``SUANLI_TOKEN_FILE`` names (default
-``~/.config/suanli/token``). A refusal by the server (its ``error``) or an unreachable server
+``~/.config/suanli/token``); with none, the error says where a local server's admin
+token is (``STATE/admin.token``, the state directory resolved as ``suanli serve`` does).
+A refusal by the server (its ``error``) or an unreachable server
 ends the command with one line on stderr and exit code 1; bad usage with exit code 2
 (``suanli.cli.errors.fail``).
 
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -60,18 +64,43 @@ def refused(message: str) -> NoReturn:
     raise typer.Exit(REFUSED_EXIT)
 
 
-def find_token(given: str | None) -> str:
-    if given:
+def token_file() -> Path:
+    """The token file: ``SUANLI_TOKEN_FILE``, else ``~/.config/suanli/token``."""
+    return Path(os.environ.get("SUANLI_TOKEN_FILE") or TOKEN_FILE).expanduser()
+
+
+def resolve_token(given: str | None) -> str:
+    """``given`` (``--token`` or ``SUANLI_TOKEN``), else the token file's; ``""`` if none.
+    Exits (code 2) if the token file exists but cannot be read."""
+    if given and given.strip():
         return given.strip()
-    path = Path(os.environ.get("SUANLI_TOKEN_FILE") or TOKEN_FILE).expanduser()
+    path = token_file()
     try:
-        token = path.read_text().strip()
+        return path.read_text().strip()
     except FileNotFoundError:
-        token = ""
+        return ""
     except OSError as e:
         fail(f"cannot read the token file {path}: {e.strerror}")
+
+
+def admin_token_file(state_dir: Path | None = None) -> Path:
+    """Where ``suanli serve`` writes its admin token on first start: ``STATE/admin.token``,
+    the state directory resolved as ``suanli serve`` resolves it."""
+    from suanli.cli.serve import TOKEN_FILE as ADMIN_TOKEN
+    from suanli.cli.serve import default_state_dir
+
+    return (state_dir or default_state_dir()).expanduser().absolute() / ADMIN_TOKEN
+
+
+def find_token(given: str | None) -> str:
+    token = resolve_token(given)
     if not token:
-        fail(f"no API token: give --token, set SUANLI_TOKEN or write it to {path}")
+        admin = shlex.quote(str(admin_token_file()))
+        fail(
+            f"no API token: give --token, set SUANLI_TOKEN or write it to {token_file()}; "
+            f"a local 'suanli serve' writes its admin token on first start "
+            f"('suanli ready' waits for it): export SUANLI_TOKEN=$(cat {admin})"
+        )
     return token
 
 
@@ -159,6 +188,12 @@ def console() -> Console:
     if not c.is_terminal:
         c = Console(highlight=False, width=NON_TTY_WIDTH, file=sys.stdout)
     return c
+
+
+def natural_key(text: str) -> tuple[str | int, ...]:
+    """Sort key that orders the digit runs of ``text`` as numbers: job ids ``1, 2, 10``
+    (not ``1, 10, 2``), nodes ``n2`` before ``n10``."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", text)))
 
 
 def when(iso: str | None) -> str:

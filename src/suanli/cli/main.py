@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("suanli.cli.client", "logs_command"),
     "nodes": ("suanli.cli.client", "nodes_command"),
     "usage": ("suanli.cli.client", "usage_command"),
+    "ready": ("suanli.cli.client", "ready_command"),
     "token": ("suanli.cli.client_tokens", "token_app"),
 }
 """Each command's module and attribute: a command function or a ``typer.Typer`` group.
@@ -59,8 +60,8 @@ def _load(name: str) -> Any:
     parent = typer.Typer(add_completion=False, rich_markup_mode=None)
     if isinstance(target, typer.Typer):
         parent.add_typer(target, name=name)
-    else:
-        parent.command(name)(target)
+    else:  # a command function may name its click class (submit's notes where '--' was)
+        parent.command(name, cls=getattr(target, "click_class", None))(target)
     parent.callback()(lambda: None)
     return typer.main.get_command(parent).commands[name]  # type: ignore[attr-defined]
 

@@ -18,6 +18,17 @@ Auth: on first start, with no token in the store, an admin token is made and wri
 ``STATE/admin.token`` (mode 0600); give it to the client as ``SUANLI_TOKEN`` or with
 ``suanli token create`` make narrower ones. Stopping the server (Ctrl-C, SIGTERM) leaves
 running jobs running: the next start adopts them.
+
+Isolation: the state directory is 0700 and the database files 0600. Run as root, every task
+runs under an unprivileged uid (``--run-as``, default ``nobody``; ``--tenant-user
+TENANT=USER`` per tenant); run as another user, tasks run as that user (single-user mode: no
+isolation from the server's files). Working directories are never inside the state
+directory. ``docs/serve.md`` has the threat model.
+
+The server logs to ``STATE/serve.log`` (``--log -``: standard error) and prints one line
+when it is ready: the API answers and the scheduler has recovered its state. If the
+scheduler loop stops, ``/healthz`` answers 503 and the process exits with status 1, so that a
+supervisor (``docs/serve.md`` has a systemd unit) restarts it.
 """
 
 from __future__ import annotations
@@ -41,6 +52,11 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8620
 TOKEN_FILE = "admin.token"
+LOG_FILE = "serve.log"
+DB_FILE = "suanli.db"
+STALE_PASSES = 20
+"""``/healthz`` reports the loop unwell after this many intervals (at least 30 s) without a
+completed pass."""
 
 
 def default_state_dir() -> Path:
@@ -116,9 +132,66 @@ def serve_command(
     metrics_public: Annotated[
         bool, typer.Option("--metrics-public", help="Serve /metrics without a token.")
     ] = False,
+    run_as: Annotated[
+        str | None,
+        typer.Option(
+            "--run-as", metavar="USER", help="As root: the user tasks run as (default nobody)."
+        ),
+    ] = None,
+    tenant_user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tenant-user",
+            metavar="TENANT=USER",
+            help="As root: run this tenant's tasks as USER (repeatable).",
+        ),
+    ] = None,
+    allow_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-env",
+            metavar="NAME",
+            help="Let jobs set this loader variable (LD_LIBRARY_PATH...; repeatable).",
+        ),
+    ] = None,
+    submit_rate: Annotated[
+        float, typer.Option("--submit-rate", help="Submissions/s per tenant (0: no limit).")
+    ] = 50.0,
+    submit_burst: Annotated[
+        int, typer.Option("--submit-burst", help="Submissions at once per tenant.")
+    ] = 200,
+    max_pending: Annotated[
+        int, typer.Option("--max-pending", help="Pending jobs per tenant (0: no limit).")
+    ] = 10_000,
+    task_log_max: Annotated[
+        str,
+        typer.Option(
+            "--task-log-max",
+            metavar="SIZE",
+            help="Per task and stream: rotate the log past this size.",
+        ),
+    ] = "64M",
+    reconcile_interval: Annotated[
+        float,
+        typer.Option(
+            "--reconcile-interval",
+            metavar="SECONDS",
+            help="Seconds between reconciliations of store, loop and tasks.",
+        ),
+    ] = 30.0,
+    log: Annotated[
+        str | None,
+        typer.Option(
+            "--log",
+            metavar="FILE|-",
+            help="The server's log (default STATE/serve.log; - for stderr).",
+        ),
+    ] = None,
 ) -> None:
-    """Run the control plane: API, scheduler loop and local backend (docs/serve.md)."""
+    """Run the control plane: API, scheduler loop and local backend (docs/serve.md)."""  # fmt: skip
     import uvicorn
+
+    from suanli.control.spec import size_mib
 
     if not 0 < port < 65536:
         fail(f"--port: must be in 1..65535, got {port}")
@@ -126,6 +199,16 @@ def serve_command(
         fail(f"--interval: must be > 0, got {interval}")
     if not min_runtime >= 0:
         fail(f"--min-runtime: must be >= 0, got {min_runtime}")
+    if not reconcile_interval > 0:
+        fail(f"--reconcile-interval: must be > 0, got {reconcile_interval}")
+    if not submit_rate >= 0 or submit_burst < 1 or max_pending < 0:
+        fail("--submit-rate and --max-pending must be >= 0, --submit-burst >= 1")
+    try:
+        log_max = size_mib(task_log_max, "--task-log-max") << 20
+    except ValueError as e:
+        fail(str(e))
+    if log_max <= 0:
+        fail("--task-log-max: must be > 0")
     state = state_dir or default_state_dir()
     with user_errors():
         server = build_server(
@@ -141,29 +224,66 @@ def serve_command(
             budgets=budgets,
             prices=prices,
             metrics_public=metrics_public,
+            run_as=run_as,
+            tenant_users=tenant_user or (),
+            allow_env=allow_env or (),
+            limits=(submit_rate or None, submit_burst, max_pending or None),
+            task_log_max=log_max,
+            interval=interval,
+            reconcile_interval=reconcile_interval,
         )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    log_target = log if log is not None else str(server.state / LOG_FILE)
+    fmt = "%(asctime)s %(name)s %(levelname)s %(message)s"
+    if log_target == "-":
+        logging.basicConfig(level=logging.INFO, format=fmt)
+    else:
+        fd = os.open(log_target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.close(fd)
+        logging.basicConfig(level=logging.INFO, format=fmt, filename=log_target)
+    url = f"http://{host}:{port}/v1"
     typer.echo(
-        f"suanli serve: {server.describe} · state {state} · http://{host}:{port}/v1"
-        + (f" · admin token written to {server.token_file}" if server.token_file else ""),
+        f"suanli serve: {server.describe} · state {server.state} · {url}"
+        + (f" · admin token written to {server.token_file}" if server.token_file else "")
+        + (f" · log {log_target}" if log_target != "-" else ""),
         err=True,
     )
-    loop = threading.Thread(
-        target=server.controller.run,
-        args=(server.stop, server.wake, interval),
-        name="suanli-scheduler",
-        daemon=True,
+    uv = uvicorn.Server(
+        uvicorn.Config(server.app, host=host, port=port, log_level="warning", access_log=False)
     )
+    died: list[BaseException] = []
+
+    def scheduler() -> None:
+        try:
+            server.controller.run(server.stop, server.wake, interval)
+        except BaseException as e:  # noqa: BLE001 - reported, and the server exits on it
+            died.append(e)
+            logging.getLogger("suanli.control").exception("the scheduler loop stopped")
+        finally:
+            if not server.stop.is_set():
+                uv.should_exit = True  # the API must not go on without its scheduler
+
+    def announce() -> None:
+        while not server.stop.is_set():
+            if uv.started and server.controller.health.state == "running":
+                typer.echo(f"suanli serve: ready at {url}", err=True)
+                return
+            time.sleep(0.05)
+
+    loop = threading.Thread(target=scheduler, name="suanli-scheduler", daemon=True)
     loop.start()
+    threading.Thread(target=announce, name="suanli-ready", daemon=True).start()
     try:
-        uvicorn.Server(
-            uvicorn.Config(server.app, host=host, port=port, log_level="warning", access_log=False)
-        ).run()
+        uv.run()
     finally:
+        stopped_by_loop = not server.stop.is_set() and not loop.is_alive()
         server.stop.set()
         server.wake.set()
         loop.join(timeout=30)
         server.close()
+    if died or stopped_by_loop:
+        why = f"{type(died[0]).__name__}: {died[0]}" if died else "it returned"
+        typer.echo(f"suanli serve: the scheduler loop stopped ({why}): exiting", err=True)
+        raise typer.Exit(1)
 
 
 @dataclass
@@ -177,6 +297,7 @@ class Server:
     config: ControlConfig
     token_file: Path | None
     describe: str
+    state: Path
     app: Any = None
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
@@ -204,14 +325,29 @@ def build_server(
     metrics_public: bool = False,
     backend: Any = None,
     clock: Any = time.time,
+    run_as: str | None = None,
+    tenant_users: Any = (),
+    allow_env: Any = (),
+    limits: tuple[float | None, int, int | None] = (50.0, 200, 10_000),
+    task_log_max: int = 64 << 20,
+    interval: float = 1.0,
+    reconcile_interval: float = 30.0,
+    scratch: Path | None = None,
+    euid: int | None = None,
 ) -> Server:
-    """Open the store, take the inventory, and build the controller, backend and API."""
+    """Open the store, take the inventory, and build the controller, backend and API.
+
+    ``limits`` is (submissions a second, burst, pending jobs) per tenant (None: no limit);
+    ``euid`` stands in for the process's effective uid (tests)."""
     from suanli.api.app import create_app
+    from suanli.backends.base import loader_variables
     from suanli.backends.inventory import declared, detect
     from suanli.backends.inventory import telemetry as nvml_telemetry
     from suanli.backends.local import LocalBackend
     from suanli.config.budgets import load_budgets
     from suanli.config.tenancy import load_tenancy
+    from suanli.control.identity import RunAs
+    from suanli.control.intake import Intake, Limits
     from suanli.control.loop import ControlConfig, Controller
     from suanli.control.metrics import ControlMetrics
     from suanli.core.budget import BudgetBook
@@ -224,10 +360,18 @@ def build_server(
     from suanli.store import open_store
     from suanli.store.tokens import create_token, list_tokens
 
+    state = state.absolute()
     try:
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(state, 0o700)  # the database, tokens and task files are the server's alone
     except OSError as e:
         raise SpecError(f"--state-dir {state}: cannot create it: {e.strerror or e}") from None
+    identity = RunAs.of(run_as, tenant_users, euid=euid)
+    allowed = frozenset(allow_env)
+    not_loader = sorted(allowed - set(loader_variables(allowed)))
+    if not_loader:
+        raise SpecError(f"--allow-env: not a loader variable: {', '.join(not_loader)} "
+                        "(jobs set any other variable without it)")  # fmt: skip
     if (gpus is None) != (gpu_model is None) and not (gpus == 0 and gpu_model is None):
         raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
     inventory = detect(node_name=node_name) if gpus is None else None
@@ -241,9 +385,9 @@ def build_server(
         if book is None:
             raise SpecError("--budgets: needs --prices FILE (budgets are in money)")
         models = [m.name for m in cluster.gpu_models]
-        budget_book = BudgetBook(
-            load_budgets(budgets, epoch_s=0), PriceBookCostModel(book, cluster.name, 0, models)
-        )
+        # Live times are epoch seconds (epoch 0), priced from now on.
+        cost = PriceBookCostModel(book, cluster.name, 0, models, earliest_ms=round(clock() * 1000))
+        budget_book = BudgetBook(load_budgets(budgets, epoch_s=0), cost)
     policy_set = PolicySet.parse(policy)
     policy_set.check()
     config = ControlConfig(
@@ -253,8 +397,17 @@ def build_server(
         preemption=PreemptionConfig(min_runtime=min_runtime) if preempt else None,
         budgets=budget_book,
         prices=book,
+        run_as=identity,
+        allowed_env=allowed,
+        log_max_bytes=task_log_max,
+        reconcile_interval_s=reconcile_interval,
     )
-    store = open_store(db if db is not None else state / "suanli.db")
+    if db is None:
+        store = open_store(_private_sqlite(state / DB_FILE))
+    elif "://" not in db:  # a SQLite file named by its path
+        store = open_store(_private_sqlite(Path(db)))
+    else:
+        store = open_store(db)
     now_ms = round(clock() * 1000)
     node = inventory.node
     js.sync_inventory(
@@ -283,8 +436,10 @@ def build_server(
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
-    runs = LocalBackend(state / "runs") if backend is None else backend
-    metrics = ControlMetrics()
+    runs = LocalBackend(state / "runs", scratch=scratch) if backend is None else backend
+    metrics = ControlMetrics(
+        queues=[q.name for q in tenancy.tenancy.queues] if tenancy is not None else None
+    )
     controller = Controller(store, config, runs, clock=clock, metrics=metrics)
     server = Server(
         store=store,
@@ -293,6 +448,7 @@ def build_server(
         metrics=metrics,
         config=config,
         token_file=token_file,
+        state=state,
         describe=(
             f"node {node.name}: {node.gpus} × {node.gpu_model.name} ({inventory.source})"
             if node.gpu_model is not None
@@ -331,6 +487,39 @@ def build_server(
         samples = nvml_telemetry([g.index for g in inventory.gpus])
         return {(node.name, i): x for i, x in samples.items()}
 
+    rate, burst, pending = limits
+    intake = Intake(
+        cluster,
+        config.setting,
+        tenancy=tenancy,
+        state_dir=state,
+        run_as=identity,
+        allowed_env=allowed,
+        limits=Limits(rate, burst, pending),
+        pending_counts=lambda: js.pending_by_tenant(store),
+    )
+    stale_s = max(30.0, STALE_PASSES * interval)
+    capacity: dict[str, float] = {}
+    for n in cluster.nodes:
+        if n.gpu_model is not None:
+            capacity[n.gpu_model.name] = capacity.get(n.gpu_model.name, 0.0) + n.gpus
+
+    def health() -> str | None:
+        h = controller.health
+        last = "" if h.error is None else f" (last error: {h.error})"
+        if h.state in ("failed", "stopped"):
+            return f"the loop has {h.state}{last}"
+        if h.state == "starting":
+            return f"starting: recovering its state{last}"
+        idle = time.monotonic() - (h.last_pass or 0.0)
+        if idle > stale_s:
+            return f"no pass completed for {idle:.0f} s{last}"
+        return None
+
+    def gpu_counts() -> tuple[dict[str, float], dict[str, float]]:
+        claimed = js.claimed_milli(store)
+        return capacity, {m: claimed.get(m, 0) / 1000 for m in capacity}
+
     server.app = create_app(
         store,
         metrics=metrics,
@@ -340,5 +529,19 @@ def build_server(
         clock_ms=lambda: round(clock() * 1000),
         metrics_public=metrics_public,
         telemetry=gpu_telemetry,
+        intake=intake,
+        health=health,
+        gpus=gpu_counts,
     )
     return server
+
+
+def _private_sqlite(path: Path) -> Path:
+    """``path``, created 0600 if new, and it and its write-ahead files made 0600: SQLite
+    creates those with the database file's mode."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        part = path.with_name(path.name + suffix)
+        if part.exists():
+            os.chmod(part, 0o600)
+    return path

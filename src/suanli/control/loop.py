@@ -29,6 +29,17 @@ Rules of the applier:
 - **Restart.** ``recover`` rebuilds the scheduler from the store: running attempts are
   restored into it (``Scheduler.restore``) and their processes adopted from the backend;
   pending jobs are submitted again in submission order.
+- **One job cannot stop the loop.** Whatever one job's handling raises (its spec, its
+  launch, its end, its metering) fails that job with the error as its reason, gives its
+  GPUs back and leaves every other job alone (``_guard``). Recovery runs under the same
+  guard, job by job. ``health`` says whether the loop runs and when a pass last completed;
+  ``suanli serve`` answers ``/healthz`` from it and exits non-zero if the loop stops.
+- **Reconciliation, level-triggered** (``reconcile``, on start and every
+  ``ControlConfig.reconcile_interval_s``): the store's GPU claims and live attempts, this
+  loop's attempts and the backend's tasks are compared and made to agree; each repair is an
+  event in the job's history (``reconciled``).
+- **Billing from recorded exits.** An attempt ends when its last task ended, as the task's
+  supervisor recorded it, not when the loop noticed (which may be after a restart).
 """
 
 from __future__ import annotations
@@ -36,7 +47,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,6 +57,7 @@ import sqlalchemy as sa
 
 from suanli.backends.base import Backend, Exit, Handle, Launch, Outcome
 from suanli.config.tenancy import TenancyConfig
+from suanli.control.crash import crash_point
 from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
 from suanli.control.spec import JobSpec
@@ -71,6 +84,8 @@ log = logging.getLogger("suanli.control")
 
 MIN_GAP_S = 0.05
 """The shortest time between two passes of ``Controller.run``, however often it is woken."""
+METER_RETRY_S = 60.0
+"""How long an attempt whose metering failed waits before it is tried again."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,16 @@ class ControlConfig:
     seed: int = 0
     max_lost: int = 3
     """Lost attempts a job may have before it is ``lost`` itself."""
+    reconcile_interval_s: float = 30.0
+    """Seconds between two reconciliations of the store, the loop and the backend."""
+    run_as: Callable[[str], tuple[int, int] | None] = lambda tenant: None
+    """The (uid, gid) a tenant's tasks run as (None: as the control plane's own user)."""
+    allowed_env: frozenset[str] = frozenset()
+    """Loader variables (``LD_PRELOAD``, ...) an admin lets jobs set."""
+    log_max_bytes: int = 64 << 20
+    """Per task and stream: the log is rotated past this many bytes (one older file kept)."""
+    log_min_free_bytes: int = 1 << 30
+    """Task output is dropped while the log's filesystem has less free than this."""
 
     @property
     def setting(self) -> Setting:
@@ -115,10 +140,33 @@ class _Attempt:
     """PREEMPTED, CANCELLED, or the outcome of the task whose end stopped the gang."""
     cause: Exit | None = None
     """The exit of the task whose failure stopped the gang (None otherwise)."""
+    started_at: float | None = None
+    """When its tasks were launched (None: not yet)."""
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.job.id, self.attempt)
+
+    def ended_at(self, now: float) -> float:
+        """When the attempt ended: its last task's recorded exit, within [start, now]."""
+        recorded = [x.finished_at for x in self.exits.values()]
+        if not recorded or len(recorded) < len(self.placement.tasks):
+            return now
+        return max(self.started_at or 0.0, min(now, max(recorded)))
+
+
+@dataclass
+class Health:
+    """What ``/healthz`` reports of the loop: its state (``starting``, ``running``,
+    ``stopped``, ``failed``), when a pass last completed (``time.monotonic``), and the error
+    that stopped it."""
+
+    state: str = "starting"
+    last_pass: float | None = None
+    error: str | None = None
+    passes: int = 0
+    failures: int = 0
+    """Passes in a row that failed (reset by one that completes)."""
 
 
 class Controller:
@@ -147,11 +195,6 @@ class Controller:
         self.rng = np.random.default_rng(config.seed)
         self.node_names = [n.name for n in cluster.nodes]
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
-        self.gpus_total: dict[str, float] = {}  # GPUs per model, for the metrics
-        for n in cluster.nodes:
-            if n.gpu_model is not None:
-                name = n.gpu_model.name
-                self.gpus_total[name] = self.gpus_total.get(name, 0.0) + n.gpus
         self.live: dict[tuple[str, int], _Attempt] = {}
         self.pending: dict[str, tuple[js.JobRecord, JobSpec, Job]] = {}
         self.last_seq = 0
@@ -162,6 +205,60 @@ class Controller:
         self.reasons: dict[str, str] = {}  # job -> the reason this pass skipped it for
         self.written: dict[str, str | None] = {}  # pending job -> the reason in the store
         self.lost: dict[str, int] = {}
+        self.health = Health()
+        self.reconciled_at = -float("inf")  # the clock's time of the last reconciliation
+        self.meter_retry: dict[tuple[str, int], float] = {}  # attempt -> retry metering after
+
+    # ------------------------------------------------------------------ the guard
+    @contextmanager
+    def _guard(self, job_id: str, doing: str) -> Iterator[None]:
+        """Run the body; if it raises, fail job ``job_id`` with the error (``_quarantine``)
+        instead of letting the error stop the pass."""
+        try:
+            yield
+        except Exception as e:  # noqa: BLE001 - one job's failure must not stop the loop
+            log.exception("job %s: error while %s", job_id, doing)
+            try:
+                self._quarantine(job_id, f"{doing}: {type(e).__name__}: {e}")
+            except Exception:  # noqa: BLE001 - the store may be the cause; the next pass retries
+                log.exception("job %s: could not record the failure", job_id)
+
+    def _quarantine(self, job_id: str, why: str) -> None:
+        """Take ``job_id`` out of the scheduler and the loop, stop its tasks, end its live
+        attempts (giving their GPU claims back) and fail it with ``why``. Each step is
+        attempted whatever the state the error left behind."""
+        now = self.clock()
+        if job_id in self.pending:
+            self._leave_pending(job_id)
+        try:
+            self.sched.remove(job_id)
+        except Exception:  # noqa: BLE001 - it may not be there (or be half there)
+            log.debug("job %s: not pending in the scheduler", job_id)
+        for live in [a for a in self.live.values() if a.job.id == job_id]:
+            del self.live[live.key]
+            self._undrain(live)
+            for t, h in live.handles.items():
+                if t not in live.exits:
+                    try:
+                        self.backend.stop(h, Outcome.CANCELLED)
+                    except Exception:  # noqa: BLE001
+                        log.exception("job %s: could not stop task %d", job_id, t)
+            if live.why_stopping is not Outcome.PREEMPTED:
+                try:
+                    self.sched.release(live.placement, job_id, now)
+                except Exception:  # noqa: BLE001
+                    log.exception("job %s: could not release its placement", job_id)
+        reason = one_line(f"failed: internal error while {why}")
+        with self.store.begin() as conn:
+            for a in js.job_attempts(conn, job_id):
+                if a.state != "ended":
+                    js.end_attempt(
+                        conn, job_id, a.attempt, _ms(now), outcome="failed", exit_code=None,
+                        detail=reason,
+                    )  # fmt: skip
+            if js.get_job(conn, job_id) is not None:
+                js.set_job_state(conn, job_id, "failed", _ms(now), reason=reason)
+        self.cancelling.discard(job_id)
 
     # ------------------------------------------------------------------ recovery
     def recover(self) -> None:
@@ -175,37 +272,63 @@ class Controller:
             if rec is None:  # the job ended; the attempt row was left behind by a crash
                 self._end_attempt_row(a.job_id, a.attempt, now, "lost", None, "left over")
                 continue
-            spec, job = _job_of(rec)
-            placement = self._placement_of(a.placement)
-            live = _Attempt(job, rec, spec, a.attempt, placement, a.state)
-            if a.state == "stopping":
-                live.why_stopping = _stopping_outcome(a.detail)
-            if live.why_stopping is not Outcome.PREEMPTED:
-                # A preempted attempt was released in the scheduler when it was preempted;
-                # any other still holds its placement there until it ends.
-                self.sched.restore(
-                    job,
-                    placement,
-                    (a.started_ms or a.admitted_ms) / 1000,
-                    preempted_at=self._preempted_at(rec.id),
-                )
-            for saved in a.handles or ():
-                handle = Handle.from_json(saved)
-                live.handles[handle.task] = handle
-                adopt.append(handle)
-            self.live[live.key] = live
-            if a.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
-                self._drain(live)
-        for e in self.backend.adopt(adopt):
-            self._task_exited(e, now)
+            with self._guard(rec.id, "recovering its attempt"):
+                adopt.extend(self._restore_attempt(rec, a))
+        for e in self._adopt(adopt, now):
+            with self._guard(e.handle.job_id, "adopting its task"):
+                self._task_exited(e, now)
+        crash_point("recover-adopted")
         for live in list(self.live.values()):
-            if live.state == "admitted" and not live.handles:
-                self._unrecorded_launch(live, now)
-            elif live.state == "stopping":
-                self._send_stop(live)
+            with self._guard(live.job.id, "recovering its launch"):
+                if live.state == "admitted" and not live.handles:
+                    self._unrecorded_launch(live, now)
+                elif live.state == "stopping":
+                    self._send_stop(live)
         for rec in js.jobs_in(self.store, ["pending"]):
             self._submit(rec, now)
         self.last_seq = max([self.last_seq, *(r.seq for r in records.values())])
+        self.reconcile(now)
+
+    def _restore_attempt(self, rec: js.JobRecord, a: js.AttemptRecord) -> list[Handle]:
+        """Put back one live attempt of the store (see ``recover``); its handles to adopt."""
+        spec, job = _job_of(rec)
+        placement = self._placement_of(a.placement)
+        live = _Attempt(job, rec, spec, a.attempt, placement, a.state)
+        if a.started_ms is not None:
+            live.started_at = a.started_ms / 1000
+        if a.state == "stopping":
+            live.why_stopping = _stopping_outcome(a.detail)
+        handles = [Handle.from_json(saved) for saved in a.handles or ()]
+        if live.why_stopping is not Outcome.PREEMPTED:
+            # A preempted attempt was released in the scheduler when it was preempted;
+            # any other still holds its placement there until it ends.
+            self.sched.restore(
+                job,
+                placement,
+                (a.started_ms or a.admitted_ms) / 1000,
+                preempted_at=self._preempted_at(rec.id),
+            )
+        for handle in handles:
+            live.handles[handle.task] = handle
+        self.live[live.key] = live
+        if a.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
+            self._drain(live)
+        return handles
+
+    def _adopt(self, handles: list[Handle], now: float) -> list[Exit]:
+        """The backend's adoption of ``handles``, task by task if it fails as a whole (a
+        task it cannot adopt is lost, and only that one)."""
+        try:
+            return self.backend.adopt(handles)
+        except Exception:  # noqa: BLE001
+            log.exception("adopting %d tasks failed: adopting them one by one", len(handles))
+        exits: list[Exit] = []
+        for h in handles:
+            try:
+                exits.extend(self.backend.adopt([h]))
+            except Exception as e:  # noqa: BLE001
+                exits.append(Exit(h, Outcome.LOST, None, None, now, f"cannot adopt: {e}"))
+        return exits
 
     def _unrecorded_launch(self, live: _Attempt, now: float) -> None:
         """An attempt admitted but not recorded as started when the control plane stopped.
@@ -238,18 +361,22 @@ class Controller:
         t0 = time.perf_counter()
         now = self.clock()
         for e in self.backend.poll():
-            self._task_exited(e, now)
+            with self._guard(e.handle.job_id, "recording the end of its task"):
+                self._task_exited(e, now)
         self._ingest(now)
         decisions: list[Decision] = []
         if len(self.sched):
             decisions = self.sched.cycle(self.rng, now)
-            apply(decisions, self, now)
+            for d in decisions:
+                with self._guard(d.job.id, f"applying its {type(d).__name__} decision"):
+                    apply((d,), self, now)
         self._launch_ready(now)
         self._write_reasons(now)
         self._meter()
+        if now - self.reconciled_at >= self.config.reconcile_interval_s:
+            self.reconcile(now)
         if self.metrics is not None:
             self.metrics.observe_cycle(time.perf_counter() - t0)
-            self._gauges()
         return decisions
 
     def run(
@@ -263,19 +390,128 @@ class Controller:
         sooner when ``wake`` is set (a submission or cancel arrived), but never less than
         ``min_gap`` after the previous pass, so that a burst of submissions is taken in one
         pass rather than one pass each. A step that fails is logged and retried on the next
-        pass; the loop does not die with it."""
-        self.recover()
+        pass; the loop does not die with it. Recovery that fails as a whole (the store
+        cannot be read) is retried the same way. ``health`` follows it all; if anything
+        escapes (it should not), ``health.state`` is ``failed`` and the error is re-raised
+        for ``suanli serve`` to exit on."""
+        try:
+            self._run(stop, wake, interval, min_gap)
+        except BaseException as e:
+            self.health.state = "failed"
+            self.health.error = f"{type(e).__name__}: {e}"
+            raise
+        self.health.state = "stopped"
+
+    def _run(
+        self, stop: threading.Event, wake: threading.Event, interval: float, min_gap: float
+    ) -> None:
+        recovered = False
         while not stop.is_set():
             began = time.monotonic()
             try:
+                if not recovered:
+                    self.recover()
+                    recovered = True
+                    self.health.state = "running"
                 self.step()
-            except Exception:  # noqa: BLE001 - keep scheduling; the error is logged
-                log.exception("scheduler step failed")
+                self.health.last_pass = time.monotonic()
+                self.health.passes += 1
+                self.health.failures = 0
+            except Exception as e:  # noqa: BLE001 - keep scheduling; the error is logged
+                self.health.failures += 1
+                self.health.error = f"{type(e).__name__}: {e}"
+                log.exception("scheduler %s failed", "pass" if recovered else "recovery")
+                if not recovered:
+                    self._reset()
             wake.wait(interval)
             wake.clear()
             rest = min_gap - (time.monotonic() - began)
             if rest > 0 and not stop.is_set():
                 stop.wait(rest)
+
+    def _reset(self) -> None:
+        """Forget what a failed recovery put together, so that the next one starts clean."""
+        self.sched = build(self.view_fresh(), self.config.policy, self.config.setting,
+                           budgets=self.config.budgets)  # fmt: skip
+        self.live.clear()
+        self.pending.clear()
+        self.draining.clear()
+        self.cancelling.clear()
+        self.written.clear()
+        self.last_seq = 0
+
+    def view_fresh(self) -> ClusterView:
+        self.view = ClusterView(self.config.cluster)
+        return self.view
+
+    # ------------------------------------------------------------------ reconciliation
+    def reconcile(self, now: float | None = None) -> list[str]:
+        """Make the store, this loop and the backend agree, whatever happened before (a
+        crash at any point, a bug, a hand-edited database); returns what was repaired.
+
+        - A GPU claim in the store that no live attempt of this loop holds (one ended,
+          preempted or unknown) is released.
+        - An attempt the store calls live but this loop does not know is ended as lost, and
+          its job, if it has no other live attempt, goes back to pending and is taken in.
+        - A task this loop waits for but the backend neither runs nor has reported is lost
+          (its attempt then ends, and its job is requeued as for any lost attempt).
+        - A job the store says is pending but this loop does not hold is taken in.
+        Each repair is a ``reconciled`` event in the job's history. Repairs run one by one
+        under the guard: one that fails leaves the others done and is retried next time.
+        """
+        now = self.clock() if now is None else now
+        self.reconciled_at = now
+        done: list[str] = []
+
+        def note(job_id: str, text: str) -> None:
+            js.add_event(self.store, job_id, _ms(now), "reconciled", text)
+            log.warning("reconciled job %s: %s", job_id, text)
+            done.append(f"job {job_id}: {text}")
+            if len(done) == 1:
+                crash_point("reconcile-partial")
+
+        holding = {k for k, a in self.live.items() if a.why_stopping is not Outcome.PREEMPTED}
+        for job_id, attempt in sorted(js.claimed_attempts(self.store)):
+            if (job_id, attempt) not in holding:
+                with self._guard(job_id, "reconciling its GPU claims"):
+                    js.release_claims(self.store, job_id, attempt)
+                    note(job_id, f"released the GPU claims of attempt {attempt}: "
+                                 "no live attempt holds them")  # fmt: skip
+        for a in js.live_attempts(self.store):
+            if (a.job_id, a.attempt) in self.live:
+                continue
+            with self._guard(a.job_id, "reconciling its attempts"):
+                self._end_attempt_row(
+                    a.job_id, a.attempt, now, "lost", None, "reconciled: no process holds it"
+                )
+                note(a.job_id, f"attempt {a.attempt} ended as lost: no process holds it")
+                rec = js.get_job(self.store, a.job_id)
+                others = any(k[0] == a.job_id for k in self.live)
+                if rec is not None and rec.state in ("admitted", "running") and not others:
+                    js.set_job_state(self.store, a.job_id, "pending", _ms(now),
+                                     reason="requeued: attempt lost (reconciled)",
+                                     event="requeued")  # fmt: skip
+                    fresh = js.get_job(self.store, a.job_id)
+                    if fresh is not None:
+                        self._submit(fresh, now)
+        known = {h.key for h in self.backend.running()}
+        for live in list(self.live.values()):
+            for t, h in list(live.handles.items()):
+                if t in live.exits or h.key in known:
+                    continue
+                with self._guard(live.job.id, "reconciling its tasks"):
+                    note(live.job.id, f"task {t} of attempt {live.attempt} is lost: "
+                                      "the backend has no such task")  # fmt: skip
+                    self._task_exited(
+                        Exit(h, Outcome.LOST, None, None, now, "the backend has no such task"),
+                        now,
+                    )
+        live_jobs = {k[0] for k in self.live}
+        for rec in js.jobs_in(self.store, ["pending"]):
+            if rec.id not in self.pending and rec.id not in live_jobs:
+                note(rec.id, "taken in: pending in the store but not in the scheduler")
+                self._submit(rec, now)
+        return done
 
     # ------------------------------------------------------------------ intake
     def _ingest(self, now: float) -> None:
@@ -284,11 +520,17 @@ class Controller:
             self._submit(rec, now)
         for rec in js.cancel_requests(self.store):
             if rec.id not in self.cancelling:
-                self._cancel(rec, now)
+                with self._guard(rec.id, "cancelling it"):
+                    self._cancel(rec, now)
+                    crash_point("cancel-sent")
 
     def _submit(self, rec: js.JobRecord, now: float) -> None:
         if rec.id in self.pending:
             return
+        with self._guard(rec.id, "taking it in"):
+            self._take_in(rec, now)
+
+    def _take_in(self, rec: js.JobRecord, now: float) -> None:
         try:
             spec, job = _job_of(rec)
             self._check_feasible(job)
@@ -355,6 +597,7 @@ class Controller:
         self.reasons.pop(rec.id, None)
         if self.metrics is not None:
             self.metrics.admitted(d.job.queue)
+        crash_point("admit-written")
 
     def preempt(self, d: Preempt, now: float) -> None:
         live = self._live_of(d.job.id)
@@ -379,11 +622,21 @@ class Controller:
             return
         live.state = "stopping"
         self._send_stop(live)
+        crash_point("preempt-grace")
 
     def _drain(self, live: _Attempt) -> None:
         for tp in live.placement.tasks:
             for g in tp.gpus:
                 self.draining.setdefault((tp.node, g), set()).add(live.key)
+
+    def _undrain(self, live: _Attempt) -> None:
+        for tp in live.placement.tasks:
+            for g in tp.gpus:
+                holders = self.draining.get((tp.node, g))
+                if holders is not None:
+                    holders.discard(live.key)
+                    if not holders:
+                        del self.draining[(tp.node, g)]
 
     def _stop(self, live: _Attempt, why: Outcome, now: float, detail: str) -> None:
         live.why_stopping = why
@@ -400,17 +653,22 @@ class Controller:
     def _launch_ready(self, now: float) -> None:
         for live in list(self.live.values()):
             if live.state == "admitted" and not live.handles and not self._waits(live):
-                self._launch(live, now)
+                with self._guard(live.job.id, "launching it"):
+                    self._launch(live, now)
 
     def _waits(self, live: _Attempt) -> bool:
         return any(self.draining.get((tp.node, g)) for tp in live.placement.tasks for g in tp.gpus)
 
     def _launch(self, live: _Attempt, now: float) -> None:
         spec = live.spec
+        config = self.config
+        run_as = config.run_as(live.job.tenant)
         try:
             for i, tp in enumerate(live.placement.tasks):
                 if i in live.handles:
                     continue  # launched before a restart and adopted (_unrecorded_launch)
+                if i:
+                    crash_point("launch-partial")
                 fractional = 0 < tp.gpu_milli < 1000
                 live.handles[i] = self.backend.launch(
                     Launch(
@@ -427,22 +685,26 @@ class Controller:
                         max_runtime_s=spec.max_runtime,
                         stop_signal=spec.stop_signal,
                         grace_s=spec.grace,
+                        run_as=run_as,
+                        allowed_env=config.allowed_env,
+                        log_max_bytes=config.log_max_bytes,
+                        log_min_free_bytes=config.log_min_free_bytes,
                     )
                 )
-        except (OSError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - any launch failure fails the attempt alone
             log.error("job %s: launch failed: %s", live.job.id, e)
-            live.exits.update(
-                {
-                    i: Exit(h, Outcome.FAILED, None, None, now, f"launch failed: {e}")
-                    for i, h in live.handles.items()
-                }
-            )
+            text = one_line(f"launch failed: {type(e).__name__}: {e}")
             for h in live.handles.values():
-                self.backend.stop(h, Outcome.CANCELLED)
+                try:
+                    self.backend.stop(h, Outcome.CANCELLED)
+                except Exception:  # noqa: BLE001
+                    log.exception("job %s: could not stop task %d", live.job.id, h.task)
             live.state = "stopping"
             live.why_stopping = Outcome.FAILED
-            self._attempt_over(live, now, detail=f"launch failed: {e}")
+            self._attempt_over(live, now, detail=text)
             return
+        live.started_at = now
+        crash_point("launch-unrecorded")
         live.state = "running"
         with self.store.begin() as conn:
             js.attempt_started(
@@ -468,23 +730,19 @@ class Controller:
             self._attempt_over(live, now)
 
     def _attempt_over(self, live: _Attempt, now: float, detail: str | None = None) -> None:
+        crash_point("exit-unrecorded")
         del self.live[live.key]
-        for tp in live.placement.tasks:
-            for g in tp.gpus:
-                holders = self.draining.get((tp.node, g))
-                if holders is not None:
-                    holders.discard(live.key)
-                    if not holders:
-                        del self.draining[(tp.node, g)]
+        self._undrain(live)
         exits = [live.exits[t] for t in sorted(live.exits)]
         first_bad = live.cause or next(
             (x for x in exits if x.outcome is not Outcome.SUCCEEDED), None
         )
         why = live.why_stopping
-        job_id, ms = live.job.id, _ms(now)
+        ended = live.ended_at(now)  # the recorded end, for the attempt's row and its bill
+        job_id, ms = live.job.id, _ms(ended)
         if why is Outcome.PREEMPTED:
             # Already requeued (and its claims released) when the decision was applied.
-            self._end_attempt_row(job_id, live.attempt, now, "preempted", None, "preempted")
+            self._end_attempt_row(job_id, live.attempt, ended, "preempted", None, "preempted")
             return
         self.sched.release(live.placement, job_id, now)
         if why is Outcome.CANCELLED:
@@ -494,7 +752,7 @@ class Controller:
         elif why is Outcome.LOST or (first_bad is not None and first_bad.outcome is Outcome.LOST):
             self.lost[job_id] = self.lost.get(job_id, 0) + 1
             text = detail or (first_bad.detail if first_bad is not None else "lost")
-            self._end_attempt_row(job_id, live.attempt, now, "lost", None, text)
+            self._end_attempt_row(job_id, live.attempt, ended, "lost", None, text)
             if self.lost[job_id] > self.config.max_lost:
                 js.set_job_state(self.store, job_id, "lost", ms, reason=f"lost: {text}")
                 return
@@ -509,6 +767,10 @@ class Controller:
             self.sched.submit(live.job, now, requeued=True)
             self._requeued(live, live.job)
             return
+        elif first_bad is None and not exits:
+            # Failed before any task ran (a launch that failed): nothing exited.
+            outcome, state, code = "failed", "failed", None
+            reason = detail or "failed before any task started"
         else:
             bad = first_bad or exits[-1]
             timed_out = bad.outcome is Outcome.TIMED_OUT
@@ -605,26 +867,29 @@ class Controller:
             js.set_reasons(self.store, changed)
 
     def _meter(self) -> None:
+        """Meter ended attempts. One that cannot be metered (its price is missing, say) is
+        logged, noted in its job's history and retried after ``METER_RETRY_S``; the others
+        go on."""
+        now = self.clock()
         for a in js.unmetered_attempts(self.store):
-            rec = js.get_job(self.store, a.job_id)
-            if rec is None or a.started_ms is None:
-                js.mark_metered(self.store, a.job_id, a.attempt)
+            key = (a.job_id, a.attempt)
+            if self.meter_retry.get(key, -float("inf")) > now:
                 continue
-            meter_attempt(self.store, rec, a, self.config, self.clock())
-
-    def _gauges(self) -> None:
-        assert self.metrics is not None
-        allocated: dict[str, float] = {}
-        for live in self.live.values():
-            if live.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
-                continue
-            for tp in live.placement.tasks:
-                model = self.config.cluster.nodes[tp.node].gpu_model
-                if model is not None and tp.gpus:
-                    allocated[model.name] = (
-                        allocated.get(model.name, 0.0) + tp.gpu_milli * len(tp.gpus) / 1000
-                    )
-        self.metrics.set_gpus(self.gpus_total, allocated)
+            try:
+                rec = js.get_job(self.store, a.job_id)
+                if rec is None or a.started_ms is None:
+                    js.mark_metered(self.store, a.job_id, a.attempt)
+                    continue
+                meter_attempt(self.store, rec, a, self.config, now)
+                self.meter_retry.pop(key, None)
+            except Exception as e:  # noqa: BLE001 - metering one attempt must not stop the loop
+                log.exception("job %s: metering attempt %d failed", a.job_id, a.attempt)
+                first = key not in self.meter_retry
+                self.meter_retry[key] = now + METER_RETRY_S
+                if first:
+                    with self._guard(a.job_id, "noting a metering failure"):
+                        js.add_event(self.store, a.job_id, _ms(now), "metering-failed",
+                                     one_line(f"attempt {a.attempt}: {type(e).__name__}: {e}"))  # fmt: skip
 
 
 def _job_of(rec: js.JobRecord) -> tuple[JobSpec, Job]:
@@ -639,6 +904,12 @@ def _job_of(rec: js.JobRecord) -> tuple[JobSpec, Job]:
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
+
+
+def one_line(text: str, limit: int = 1000) -> str:
+    """``text`` on one line, at most ``limit`` characters (for reasons and events)."""
+    line = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _stopping_outcome(detail: str | None) -> Outcome:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from suanli.control.crash import crash_point
 from suanli.metering.rating import rate
 from suanli.metering.usage import Attempt, UsageRecord, usage_records
 from suanli.store import Store, post_charges, record_usage
@@ -79,6 +80,7 @@ def meter_attempt(
         if config.prices is not None:
             post_charges(conn, rate(records, config.prices), at, LEDGER_BATCH)
         js.mark_metered(conn, a.job_id, a.attempt)
+        crash_point("meter-inside")
     return new
 
 

@@ -6,21 +6,57 @@ each other's values.
 
 Gauges describe the state now and are replaced wholesale by each update: a label set that is
 no longer reported (a queue with no jobs left, a model gone) is removed rather than left
-showing its last value. Counters only grow. Metrics:
+showing its last value. Counters only grow. Names follow Prometheus' conventions
+(https://prometheus.io/docs/practices/naming/): base units as suffixes (``_seconds``,
+``_bytes``, ``_watts``, ``_celsius``, ``_ratio``), ``_total`` on counters and only on
+counters; ``promtool check metrics`` accepts the exposition (``tests/control/test_promtool.py``).
+Metrics:
 
-- ``suanli_gpus_total{model}``, ``suanli_gpus_allocated{model}``: GPUs, in GPU units (a
-  fractional share counts as its fraction);
+- ``suanli_gpus{model}``: GPUs in the cluster; ``suanli_gpus_allocated{model}``: GPUs claimed
+  by running tasks; both in GPUs (a fractional share counts as its fraction);
 - ``suanli_jobs{state,queue}``: jobs by state and queue;
 - ``suanli_scheduling_cycle_seconds``: histogram of scheduling-cycle durations (1 ms .. 10 s);
 - ``suanli_admissions_total{queue}``, ``suanli_preemptions_total{queue,reason}``;
-- ``suanli_api_requests_total{method,route,status}``: ``route`` is the route template
-  (``/jobs/{id}``), not the path, to keep the number of series bounded.
+- ``suanli_api_requests_total{method,route,status}``;
+- ``suanli_gpu_utilization_ratio``, ``suanli_gpu_memory_used_bytes``,
+  ``suanli_gpu_power_watts``, ``suanli_gpu_temperature_celsius``, all ``{node,gpu}``: NVML's
+  per-GPU readings.
+
+Bounded labels. Every label takes a bounded set of values, whatever users send:
+
+- ``queue``: a known queue name, else :data:`OTHER_QUEUE` (``_other``, which no queue can be
+  called: queue names match ``^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$``). The known queues are
+  those of the quota file, given to the constructor; without one (``queues=None``) they are
+  the first ``max_queues`` distinct valid names seen, kept for the life of the instance;
+- ``state``: a job state of ``suanli.store.schema.JOB_STATES``, else ``other``;
+- ``reason``: ``priority`` or ``reclaim`` (the preemption kinds), else ``other``;
+- ``method``: a standard HTTP method, else ``other``; ``route``: the route template
+  (``/v1/jobs/{job_id}``), not the path, at most :data:`MAX_ROUTES` distinct ones, else
+  ``other``; ``status``: the status code as given (a number, so bounded);
+- ``model``, ``node``, ``gpu``: from the cluster file and its inventory (admin-chosen).
+
+Tenant views. ``render(queues)`` with a set of queue names is what a plain user's token may
+read. The rule:
+
+- metrics labelled by queue (``suanli_jobs``, ``suanli_admissions_total``,
+  ``suanli_preemptions_total``) show only the series of the tenant's queues; the folded
+  ``_other`` series is never shown (it mixes other tenants' queues);
+- metrics of the shared hardware and of the scheduler itself are shown whole: GPU capacity
+  and allocation by model, per-GPU telemetry, the scheduling-cycle histogram. In a shared
+  cluster these are what every tenant needs to judge its wait and are no tenant's secret;
+- everything else is hidden, in particular ``suanli_api_requests_total`` (every tenant's
+  traffic by route and status). The list of shown metrics is an allow-list: a metric added
+  later stays out of tenant views until it is put on it.
+
+``render()`` (no set) shows everything: for admins and a scraper's ``metrics`` role.
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from prometheus_client import (
@@ -29,10 +65,23 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Metric,
     generate_latest,
 )
+from prometheus_client.registry import Collector
 
-__all__ = ["CYCLE_BUCKETS", "ControlMetrics"]
+from suanli.store.schema import JOB_STATES
+
+__all__ = [
+    "CYCLE_BUCKETS",
+    "HTTP_METHODS",
+    "MAX_ROUTES",
+    "OTHER",
+    "OTHER_QUEUE",
+    "PREEMPTION_REASONS",
+    "ControlMetrics",
+    "GpuReading",
+]
 
 CYCLE_BUCKETS = (
     0.001,
@@ -52,25 +101,63 @@ CYCLE_BUCKETS = (
 """Upper bounds (seconds) of the scheduling-cycle histogram: 1 ms to 10 s, about three per
 decade (``+Inf`` is added)."""
 
+OTHER_QUEUE = "_other"
+"""The ``queue`` label of everything not a known queue (no queue name starts with ``_``)."""
+
+OTHER = "other"
+"""The value of a ``state``, ``reason``, ``method`` or ``route`` label outside its known set."""
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+"""What a queue name is (``suanli.control.spec``); anything else is folded."""
+
+HTTP_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
+PREEMPTION_REASONS = frozenset({"priority", "reclaim"})
+MAX_ROUTES = 256
+"""Distinct ``route`` labels kept (routes are the app's templates, far fewer: a guard only)."""
+
+MIB = 1 << 20
+
 
 class ControlMetrics:
     """The control plane's metrics, in a registry of their own; safe to update from several
-    threads."""
+    threads.
 
-    def __init__(self) -> None:
+    ``queues``: the known queue names (the quota file's); ``None`` keeps the first
+    ``max_queues`` distinct names seen instead. Other queue names are counted under
+    :data:`OTHER_QUEUE`.
+    """
+
+    def __init__(self, queues: Iterable[str] | None = None, max_queues: int = 100) -> None:
+        if max_queues < 0:
+            raise ValueError(f"max_queues must be >= 0, not {max_queues}")
+        if isinstance(queues, str):
+            raise TypeError("queues: a collection of queue names, not one string")
+        self._fixed_queues = queues is not None
+        self._queues: set[str] = set()
+        for q in queues or ():
+            if not QUEUE_NAME.fullmatch(q):
+                raise ValueError(f"not a queue name: {q!r}")
+            self._queues.add(q)
+        self._max_queues = max_queues
+        self._routes: set[str] = set()
+        self._lock = threading.Lock()
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._lock = threading.Lock()
-        self.gpus_total = Gauge(
-            "suanli_gpus_total", "GPUs in the cluster, by model.", ["model"], registry=r
+        self.gpus = Gauge(
+            "suanli_gpus", "GPUs in the cluster, by model, in GPUs.", ["model"], registry=r
         )
         self.gpus_allocated = Gauge(
             "suanli_gpus_allocated",
-            "GPUs allocated to running tasks, by model (fractional shares count as fractions).",
+            "GPUs claimed by running tasks, by model, in GPUs (a fractional share counts as "
+            "its fraction).",
             ["model"],
             registry=r,
         )
-        self.jobs = Gauge("suanli_jobs", "Jobs by state and queue.", ["state", "queue"], registry=r)
+        self.jobs = Gauge(
+            "suanli_jobs", "Jobs, by state and queue.", ["state", "queue"], registry=r
+        )
         self.cycle_seconds = Histogram(
             "suanli_scheduling_cycle_seconds",
             "Duration of a scheduling cycle, in seconds.",
@@ -82,7 +169,7 @@ class ControlMetrics:
         )
         self.preemptions = Counter(
             "suanli_preemptions_total",
-            "Jobs preempted, by queue and reason.",
+            "Jobs preempted, by queue and reason (priority or reclaim).",
             ["queue", "reason"],
             registry=r,
         )
@@ -92,28 +179,75 @@ class ControlMetrics:
             ["method", "route", "status"],
             registry=r,
         )
-        self._gpu_models: set[str] = set()
-        self._job_keys: set[tuple[str, str]] = set()
         per_gpu = ["node", "gpu"]
         self.gpu_utilization = Gauge(
             "suanli_gpu_utilization_ratio",
-            "Share of the last sample period a GPU was busy (NVML), 0-1.",
+            "Share of the last sample period a GPU was busy (NVML), 0 to 1.",
             per_gpu,
             registry=r,
         )
         self.gpu_memory_used = Gauge(
-            "suanli_gpu_memory_used_bytes", "GPU memory in use (NVML).", per_gpu, registry=r
+            "suanli_gpu_memory_used_bytes",
+            "GPU memory in use (NVML), in bytes.",
+            per_gpu,
+            registry=r,
         )
         self.gpu_power = Gauge(
-            "suanli_gpu_power_watts", "GPU power draw (NVML).", per_gpu, registry=r
+            "suanli_gpu_power_watts", "GPU power draw (NVML), in watts.", per_gpu, registry=r
         )
         self.gpu_temperature = Gauge(
-            "suanli_gpu_temperature_celsius", "GPU temperature (NVML).", per_gpu, registry=r
+            "suanli_gpu_temperature_celsius",
+            "GPU temperature (NVML), in degrees Celsius.",
+            per_gpu,
+            registry=r,
         )
+        self._gpu_models: set[str] = set()
+        self._job_keys: set[tuple[str, str]] = set()
         self._gpu_keys: set[tuple[str, int]] = set()
+        shared = (
+            self.gpus,
+            self.gpus_allocated,
+            self.cycle_seconds,
+            *self._gpu_gauges(),
+        )
+        per_queue = (self.jobs, self.admissions, self.preemptions)
+        self._tenant_families = frozenset(
+            family.name for metric in (*shared, *per_queue) for family in metric.describe()
+        )
+
+    # --- bounded labels ----------------------------------------------------------------------
+
+    @property
+    def queues(self) -> frozenset[str]:
+        """The queue names with series of their own (the rest are under ``_other``)."""
+        with self._lock:
+            return frozenset(self._queues)
+
+    def _queue(self, queue: str) -> str:
+        """The ``queue`` label of ``queue`` (call with the lock held)."""
+        if queue in self._queues:
+            return queue
+        if self._fixed_queues or len(self._queues) >= self._max_queues:
+            return OTHER_QUEUE
+        if not QUEUE_NAME.fullmatch(queue):
+            return OTHER_QUEUE
+        self._queues.add(queue)
+        return queue
+
+    def _route(self, route: str) -> str:
+        """The ``route`` label of ``route`` (call with the lock held)."""
+        if route in self._routes:
+            return route
+        if len(self._routes) >= MAX_ROUTES:
+            return OTHER
+        self._routes.add(route)
+        return route
+
+    # --- updates -----------------------------------------------------------------------------
 
     def set_gpus(self, total: Mapping[str, float], allocated: Mapping[str, float]) -> None:
-        """Replace the GPU gauges: ``total`` and ``allocated`` GPUs by model name.
+        """Replace the GPU gauges: ``total`` GPUs of the cluster and ``allocated`` GPUs (claimed
+        by running tasks, e.g. summed from the store's claims), by model name.
 
         A model in ``total`` but not in ``allocated`` shows 0 allocated; models in neither
         are removed from both gauges.
@@ -121,10 +255,10 @@ class ControlMetrics:
         models = set(total) | set(allocated)
         with self._lock:
             for model in models:
-                self.gpus_total.labels(model).set(total.get(model, 0))
+                self.gpus.labels(model).set(total.get(model, 0))
                 self.gpus_allocated.labels(model).set(allocated.get(model, 0))
             for model in self._gpu_models - models:
-                self.gpus_total.remove(model)
+                self.gpus.remove(model)
                 self.gpus_allocated.remove(model)
             self._gpu_models = models
 
@@ -154,15 +288,19 @@ class ControlMetrics:
         return (self.gpu_utilization, self.gpu_memory_used, self.gpu_power, self.gpu_temperature)
 
     def set_jobs(self, counts: Mapping[tuple[str, str], int]) -> None:
-        """Replace the job gauge: ``counts[(state, queue)]`` jobs; pairs not given are
-        removed."""
-        keys = set(counts)
+        """Replace the job gauge with a snapshot: ``counts[(state, queue)]`` jobs (e.g. the
+        store's ``job_counts``); pairs not given are removed. Queues folded into ``_other``
+        (and unknown states into ``other``) are summed."""
         with self._lock:
+            folded: dict[tuple[str, str], int] = {}
             for (state, queue), n in counts.items():
+                k = (state if state in JOB_STATES else OTHER, self._queue(queue))
+                folded[k] = folded.get(k, 0) + n
+            for (state, queue), n in folded.items():
                 self.jobs.labels(state, queue).set(n)
-            for state, queue in self._job_keys - keys:
+            for state, queue in self._job_keys - set(folded):
                 self.jobs.remove(state, queue)
-            self._job_keys = keys
+            self._job_keys = set(folded)
 
     def observe_cycle(self, seconds: float) -> None:
         """Record one scheduling cycle that took ``seconds``."""
@@ -170,22 +308,61 @@ class ControlMetrics:
 
     def admitted(self, queue: str, n: int = 1) -> None:
         """Count ``n`` jobs admitted from ``queue``."""
-        self.admissions.labels(queue).inc(n)
+        with self._lock:
+            label = self._queue(queue)
+        self.admissions.labels(label).inc(n)
 
     def preempted(self, queue: str, reason: str, n: int = 1) -> None:
-        """Count ``n`` jobs of ``queue`` preempted for ``reason``."""
-        self.preemptions.labels(queue, reason).inc(n)
+        """Count ``n`` jobs of ``queue`` preempted for ``reason`` (``priority``, ``reclaim``)."""
+        with self._lock:
+            label = self._queue(queue)
+        self.preemptions.labels(label, reason if reason in PREEMPTION_REASONS else OTHER).inc(n)
 
     def request(self, method: str, route: str, status: int | str) -> None:
         """Count one API request (``route``: the route template, not the concrete path)."""
-        self.api_requests.labels(method, route, str(status)).inc()
+        with self._lock:
+            label = self._route(route)
+        method = method if method in HTTP_METHODS else OTHER
+        self.api_requests.labels(method, label, str(status)).inc()
 
-    def render(self) -> tuple[bytes, str]:
-        """The exposition text of every metric and its content type, for ``GET /metrics``."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+    # --- exposition --------------------------------------------------------------------------
+
+    def render(self, queues: Collection[str] | None = None) -> tuple[bytes, str]:
+        """The exposition text and its content type, for ``GET /metrics``.
+
+        ``queues=None``: every metric (admins, the ``metrics`` role). A collection of queue
+        names: the tenant view of those queues (the module docstring says what it shows).
+        """
+        if queues is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        if isinstance(queues, str):
+            raise TypeError("queues: a collection of queue names, not one string")
+        view = _TenantView(self.registry, self._tenant_families, frozenset(queues) - {OTHER_QUEUE})
+        return generate_latest(view), CONTENT_TYPE_LATEST
 
 
-MIB = 1 << 20
+class _TenantView(Collector):
+    """The registry's families on the allow-list, less every sample labelled with a queue not
+    in ``queues``."""
+
+    def __init__(
+        self, registry: CollectorRegistry, families: frozenset[str], queues: frozenset[str]
+    ) -> None:
+        self._registry = registry
+        self._families = families
+        self._queues = queues
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            if family.name not in self._families:
+                continue
+            shown = copy.copy(family)
+            shown.samples = [
+                s
+                for s in family.samples
+                if "queue" not in s.labels or s.labels["queue"] in self._queues
+            ]
+            yield shown
 
 
 class GpuReading(Protocol):

@@ -5,7 +5,7 @@
     name: train-resnet            # optional, for people
     command: [python, train.py, --epochs, "10"]
     env: {WANDB_MODE: offline}    # optional
-    workdir: /home/ana/resnet     # optional (default: the task's run directory)
+    workdir: /home/ana/resnet     # absolute; default: where `suanli submit` ran, else scratch
     tasks: 2                      # identical tasks, started together (a gang); default 1
     gpus: 1                       # per task: whole GPUs (1, 2, 8) or a share of one (0.25)
     gpu_memory: 20G               # per task: for a share, its GPU memory limit
@@ -22,22 +22,40 @@
     grace: 30                     # seconds between that signal and the kill
 
 Sizes take a binary unit (``512M``, ``20G``, ``1T``) or a number of MiB. Unknown keys are
-errors, and every error names the field (pydantic's location) and why.
+errors, and every error names the field (pydantic's location) and why. Every number is
+bounded here (a boolean is not a number), so that the core only ever sees values it can hold;
+whether the job fits the cluster is checked against the inventory at submission.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import signal
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, Job, SpecError, TaskRequest
+from suanli.core.model import (
+    DEFAULT_PRIORITY_CLASSES,
+    MAX_QUANTITY,
+    MILLI,
+    Job,
+    SpecError,
+    TaskRequest,
+)
 
 MAX_TASKS = 4096
 MAX_COMMAND_ARGS = 4096
 MAX_NAME = 200
+MAX_PATH = 4096
+MAX_ENV = 1024
+MAX_MODELS = 64
+MAX_SIZE_MIB = MAX_QUANTITY
+"""The largest size a spec may give (MiB): the core's bound (an exbibyte)."""
+_MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
+_NUMBERS = ("tasks", "gang_min", "gpus", "cpu", "max_runtime", "estimate",
+            "checkpoint_interval", "grace")  # fmt: skip
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$"
 _UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -62,7 +80,21 @@ def size_mib(value: Any, field: str) -> int:
         raise ValueError(f"{field}: a size like 20G or a number of MiB, got {value!r}")
     if not math.isfinite(mib) or mib < 0:
         raise ValueError(f"{field}: must be a finite size >= 0, got {value!r}")
+    if mib > MAX_SIZE_MIB:
+        raise ValueError(f"{field}: must be at most {MAX_SIZE_MIB} MiB (1E), got {value!r}")
     return math.ceil(mib)
+
+
+def absolute_path(value: str | None, field: str) -> str | None:
+    """A directory path as a spec may give it: absolute, normalised (``..`` resolved
+    lexically), no NUL, at most ``MAX_PATH`` characters."""
+    if value is None:
+        return None
+    if not value or "\0" in value or len(value) > MAX_PATH:
+        raise ValueError(f"{field}: an absolute path of 1..{MAX_PATH} characters without NUL")
+    if not value.startswith("/"):
+        raise ValueError(f"{field}: must be an absolute path, got {value!r}")
+    return os.path.normpath(value)
 
 
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -75,7 +107,7 @@ class JobSpec(BaseModel):
 
     name: Annotated[str, Field(max_length=MAX_NAME)] = ""
     command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)]
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Annotated[dict[str, str], Field(max_length=MAX_ENV)] = Field(default_factory=dict)
     workdir: str | None = None
     tasks: Annotated[int, Field(ge=1, le=MAX_TASKS)] = 1
     gang_min: Annotated[int, Field(ge=0, le=MAX_TASKS)] = 0
@@ -83,7 +115,9 @@ class JobSpec(BaseModel):
     gpu_memory: int | float | str = 0
     cpu: Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)] = 1
     memory: int | float | str = "4G"
-    gpu_models: list[str] = Field(default_factory=list)
+    gpu_models: Annotated[
+        list[Annotated[str, Field(pattern=_MODEL_PATTERN)]], Field(max_length=MAX_MODELS)
+    ] = Field(default_factory=list)
     tenant: Annotated[str, Field(pattern=_NAME_PATTERN)] | None = None
     queue: Annotated[str, Field(pattern=_NAME_PATTERN)] | None = None
     priority_class: str = "normal"
@@ -93,6 +127,18 @@ class JobSpec(BaseModel):
     checkpoint_interval: Seconds | None = None
     stop_signal: str = "SIGTERM"
     grace: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 30
+
+    @field_validator(*_NUMBERS, mode="before")
+    @classmethod
+    def _not_boolean(cls, v: Any, info: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError(f"a number, not a boolean (got {str(v).lower()})")
+        return v
+
+    @field_validator("workdir", "checkpoint_dir")
+    @classmethod
+    def _path(cls, v: str | None, info: Any) -> str | None:
+        return absolute_path(v, info.field_name)
 
     @field_validator("command")
     @classmethod
@@ -107,8 +153,10 @@ class JobSpec(BaseModel):
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for name, value in v.items():
-            if not name or "=" in name or "\0" in name or "\0" in value:
-                raise ValueError(f"invalid environment variable {name!r}")
+            if not name or "=" in name or "\0" in name:
+                raise ValueError(f"invalid environment variable name {name!r}")
+            if "\0" in value:
+                raise ValueError(f"the value of {name!r} must not contain NUL characters")
         return v
 
     @field_validator("gpus")

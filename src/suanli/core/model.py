@@ -19,6 +19,14 @@ from dataclasses import dataclass, field, replace
 MILLI = 1000
 """One whole GPU, in milli-GPU."""
 
+MAX_QUANTITY = 2**40
+"""The largest amount of one resource a task may ask for, in its unit (milli-GPU, milli-CPU,
+MiB: a tebibyte of MiB is an exbibyte), and ``MAX_TASKS`` the most tasks a job may have: so
+that every sum the scheduler forms (``tasks × amount``, a node's total) stays exact in the
+64-bit integers of ``ClusterView``. Larger input is a ``SpecError``, never an overflow."""
+
+MAX_TASKS = 2**20
+
 
 class SpecError(ValueError):
     """A domain value that cannot exist (a negative GPU count, an unknown GPU model, ...)."""
@@ -219,6 +227,12 @@ class TaskRequest:
             )
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.gpu_memory_mib < 0:
             raise SpecError("task: cpu, memory and GPU memory must be >= 0")
+        if max(self.gpus, self.cpu_milli, self.memory_mib, self.gpu_memory_mib) > MAX_QUANTITY:
+            raise SpecError(
+                f"task: gpus, cpu_milli, memory_mib and gpu_memory_mib must each be at most "
+                f"{MAX_QUANTITY}, got {self.gpus}, {self.cpu_milli}, {self.memory_mib}, "
+                f"{self.gpu_memory_mib}"
+            )
 
     @property
     def fractional(self) -> bool:
@@ -287,8 +301,8 @@ class Job:
     def __post_init__(self) -> None:
         if not self.id:
             raise SpecError("job needs an id")
-        if self.tasks < 1:
-            raise SpecError(f"job {self.id}: tasks must be >= 1, got {self.tasks}")
+        if not 1 <= self.tasks <= MAX_TASKS:
+            raise SpecError(f"job {self.id}: tasks must be in 1..{MAX_TASKS}, got {self.tasks}")
         if not 0 <= self.gang_min <= self.tasks:
             raise SpecError(
                 f"job {self.id}: gang_min must be in 0..tasks ({self.tasks}), got {self.gang_min}"

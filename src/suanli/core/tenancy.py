@@ -97,6 +97,15 @@ class TenancySpec:
                 raise SpecError(f"queue {q.name!r} is defined twice")
             seen.add(q.name)
 
+    def serves(self, queue: str, tenant: str) -> bool:
+        """Whether queue ``queue`` serves ``tenant``: its org is the tenant's path or above
+        it (a queue without an org serves everyone). False for an unknown queue."""
+        for q in self.queues:
+            if q.name == queue:
+                org = q.org.strip("/")
+                return not org or tenant == org or tenant.startswith(org + "/")
+        return False
+
     def queue_of(self, job: Job) -> str:
         """The queue a job is charged to: the one it names, else the deepest queue whose org
         contains the job's tenant. ``SpecError`` if there is none."""

@@ -63,7 +63,9 @@ class PriceBookCostModel:
     """Job costs on ``cluster`` under ``book`` (see the module docstring).
 
     ``epoch_ms`` is the epoch millisecond that caller time 0 stands for; it must not precede
-    the book's first version. ``cluster_models`` are the GPU models the cluster has (for jobs
+    the book's first version, unless ``earliest_ms`` says from when on jobs are priced (a live
+    control plane's times are epoch seconds, so its epoch is 1970 and its earliest instant
+    the moment it starts). ``cluster_models`` are the GPU models the cluster has (for jobs
     whose placement is not known yet); ``off_peak_bands`` overrides which bands are off-peak.
     Band timelines are cached per UTC day and rates per (job shape, priority class, GPU
     model, version, band), so one model should serve a whole run."""
@@ -75,6 +77,7 @@ class PriceBookCostModel:
         epoch_ms: int,
         cluster_models: Iterable[str] = (),
         off_peak_bands: Iterable[str] | None = None,
+        earliest_ms: int | None = None,
     ) -> None:
         self.book = book
         self.cluster = cluster
@@ -82,9 +85,11 @@ class PriceBookCostModel:
         self.currency = book.currency
         self.cluster_models = frozenset(cluster_models)
         first = book.effective_ms[0]
-        if self.epoch_ms < first:
+        earliest = self.epoch_ms if earliest_ms is None else int(earliest_ms)
+        if earliest < first:
+            what = "epoch" if earliest_ms is None else "the earliest instant priced"
             raise CostModelError(
-                f"epoch {format_instant(self.epoch_ms)} is before the price book's first "
+                f"{what} {format_instant(earliest)} is before the price book's first "
                 f"version ({book.versions[0].name!r}, effective {format_instant(first)})"
             )
         names = book.band_names

@@ -284,9 +284,11 @@ def list_jobs(
         return [_job(r) for r in conn.execute(q)]
 
 
-def job_counts(target: Target) -> dict[tuple[str, str], int]:
-    """How many jobs per (state, queue)."""
+def job_counts(target: Target, *, tenant: str | None = None) -> dict[tuple[str, str], int]:
+    """How many jobs per (state, queue) (of ``tenant`` only, if given)."""
     q = sa.select(jobs.c.state, jobs.c.queue, sa.func.count()).group_by(jobs.c.state, jobs.c.queue)
+    if tenant is not None:
+        q = q.where(jobs.c.tenant == tenant)
     with reading(target) as conn:
         return {(state, queue): int(n) for state, queue, n in conn.execute(q)}
 
@@ -524,6 +526,36 @@ def mark_metered(conn: Target, job_id: str, attempt: int) -> None:
             .where(attempts.c.job_id == job_id, attempts.c.attempt == attempt)
             .values(metered=True)
         )
+
+
+def pending_by_tenant(target: Target) -> dict[str, int]:
+    """How many jobs each tenant has pending."""
+    q = (
+        sa.select(jobs.c.tenant, sa.func.count())
+        .where(jobs.c.state == "pending")
+        .group_by(jobs.c.tenant)
+    )
+    with reading(target) as conn:
+        return {tenant: int(n) for tenant, n in conn.execute(q)}
+
+
+def claimed_milli(target: Target) -> dict[str, int]:
+    """Milli-GPU claimed per GPU model (the GPU rows' models)."""
+    q = (
+        sa.select(gpus.c.model, sa.func.sum(gpu_claims.c.milli))
+        .select_from(gpu_claims.join(gpus, sa.and_(gpus.c.node == gpu_claims.c.node,
+                                                    gpus.c.idx == gpu_claims.c.idx)))
+        .group_by(gpus.c.model)
+    )  # fmt: skip
+    with reading(target) as conn:
+        return {model: int(m) for model, m in conn.execute(q)}
+
+
+def claimed_attempts(target: Target) -> set[tuple[str, int]]:
+    """The (job, attempt) pairs that hold a GPU claim."""
+    q = sa.select(gpu_claims.c.job_id, gpu_claims.c.attempt).distinct()
+    with reading(target) as conn:
+        return {(job_id, int(attempt)) for job_id, attempt in conn.execute(q)}
 
 
 def claims(target: Target) -> dict[tuple[str, int], int]:

@@ -179,7 +179,7 @@ is requeued), ``admitted`` (placed, its GPUs claimed, its tasks being started), 
 and the final ``succeeded``, ``failed``, ``cancelled``, ``preempted`` (evicted and not to be
 requeued) and ``lost``."""
 ATTEMPT_STATES = ("admitted", "running", "stopping", "ended")
-ROLES = ("admin", "tenant-admin", "user")
+ROLES = ("admin", "tenant-admin", "user", "metrics")
 
 api_tokens = sa.Table(
     "api_tokens",
@@ -189,14 +189,17 @@ api_tokens = sa.Table(
     sa.Column("token_hash", sa.Text, nullable=False),
     sa.Column("name", sa.Text, nullable=False),
     sa.Column("role", sa.Text, nullable=False),
-    # The tenant the token acts for; NULL only for an admin (every tenant).
+    # The tenant the token acts for; NULL only for an admin and a metrics scraper (every
+    # tenant).
     sa.Column("tenant", sa.Text, nullable=True),
     sa.Column("user_name", sa.Text, nullable=False),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
     sa.Column("revoked_ms", sa.BigInteger, nullable=True),
     sa.UniqueConstraint("token_hash"),
-    sa.CheckConstraint("role IN ('admin', 'tenant-admin', 'user')", name="role"),
-    sa.CheckConstraint("(role = 'admin') OR (tenant IS NOT NULL)", name="tenant_bound"),
+    sa.CheckConstraint("role IN ('admin', 'tenant-admin', 'user', 'metrics')", name="role"),
+    sa.CheckConstraint(
+        "(role IN ('admin', 'metrics')) OR (tenant IS NOT NULL)", name="tenant_bound"
+    ),
 )
 
 jobs = sa.Table(

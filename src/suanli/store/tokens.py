@@ -6,7 +6,8 @@ plain SHA-256 of it is what the store keeps (a slow password hash buys nothing a
 ``create_token``, and never stored.
 
 Roles: ``admin`` (every tenant, and the inventory and tokens), ``tenant-admin`` (every job
-of its tenant; its tenant's tokens) and ``user`` (its tenant's jobs; cancels only its own).
+of its tenant; its tenant's tokens), ``user`` (its tenant's jobs; cancels only its own) and
+``metrics`` (a Prometheus scraper's: ``/metrics`` of every tenant, and nothing else).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ class Principal:
     @property
     def admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def scraper(self) -> bool:
+        """A ``metrics`` token: reads every tenant's metrics, nothing else."""
+        return self.role == "metrics"
 
     def sees(self, tenant: str) -> bool:
         """Whether this principal may see (and act on) ``tenant``'s jobs."""
@@ -100,7 +106,10 @@ def create_token(
     ``TokenError`` for an unknown role, a non-admin without a tenant, or a bad name."""
     if role not in ROLES:
         raise TokenError(f"role {role!r}: choose from {', '.join(ROLES)}")
-    if role != "admin" and not tenant:
+    if role in ("admin", "metrics"):
+        if tenant is not None:
+            raise TokenError(f"an {role} token acts for every tenant: give it no tenant")
+    elif not tenant:
         raise TokenError(f"a {role} token needs a tenant")
     _check_name("name", name)
     _check_name("user", user)

@@ -1,0 +1,98 @@
+"""Running ``suanli serve`` in a test: the real server on a loopback port, in this process.
+
+The server is built as ``suanli serve`` builds it (``cli.serve.build_server``) with two
+declared (virtual) GPUs, its loop and its HTTP server on threads of their own.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from suanli.cli.serve import Server, build_server
+from tasks import TASK_PY
+
+PY = TASK_PY
+"""The interpreter tasks run (see ``tasks``)."""
+DEADLINE_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Running:
+    server: Server
+    url: str
+    admin: str
+    state: Path
+    threads: list[threading.Thread]
+    uv: uvicorn.Server
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token or self.admin}"},
+            timeout=10,
+        )
+
+    def stop(self) -> None:
+        self.uv.should_exit = True
+        self.server.stop.set()
+        self.server.wake.set()
+        for t in self.threads:
+            t.join(timeout=20)
+        self.server.close()
+
+
+def start(state: Path, db: str, **options: Any) -> Running:
+    server = build_server(state, db=db, gpus=2, gpu_model="H100", **options)
+    port = free_port()
+    uv = uvicorn.Server(
+        uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning")
+    )
+    loop = threading.Thread(
+        target=server.controller.run, args=(server.stop, server.wake, 0.1), daemon=True
+    )
+    http = threading.Thread(target=uv.run, daemon=True)
+    loop.start()
+    http.start()
+    deadline = time.monotonic() + DEADLINE_S
+    while not uv.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    # Written on the first start; a restart on the same state finds it there.
+    admin = (server.token_file or state / "admin.token").read_text().strip()
+    return Running(server, f"http://127.0.0.1:{port}", admin, state, [loop, http], uv)
+
+
+def submit(c: httpx.Client, **spec: Any) -> str:
+    r = c.post("/v1/jobs", json=spec)
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def wait_state(c: httpx.Client, job_id: str, *states: str) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        job = c.get(f"/v1/jobs/{job_id}").json()["job"]
+        if job["state"] in states:
+            return dict(job)
+        assert time.monotonic() < deadline, f"job {job_id} stuck in {job['state']}: {job}"
+        time.sleep(0.05)
+
+
+def logs(c: httpx.Client, job_id: str, **params: Any) -> str:
+    r = c.get(f"/v1/jobs/{job_id}/logs", params=params)
+    assert r.status_code == 200, r.text
+    return r.text
