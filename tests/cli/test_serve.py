@@ -52,6 +52,19 @@ def test_a_job_sees_the_gpus_it_was_given(srv: Running) -> None:
         assert "suanli_scheduling_cycle_seconds_count" in metrics
 
 
+def test_a_job_without_a_workdir_runs_in_scratch_removed_at_its_end(srv: Running) -> None:
+    with srv.client() as c:
+        job = submit(c, command=[PY, "-c", "import os; print(os.getcwd())"], tenant="lab")
+        assert wait_state(c, job, "succeeded")["state"] == "succeeded"
+        where = Path(logs(c, job).strip())
+        state = srv.state.resolve()
+        assert state not in where.parents  # never inside the state directory
+        deadline = time.monotonic() + DEADLINE_S
+        while where.exists():
+            assert time.monotonic() < deadline, f"{where} was not removed"
+            time.sleep(0.05)
+
+
 def test_cancel_and_max_runtime(srv: Running) -> None:
     with srv.client() as c:
         sleeper = submit(c, command=["sleep", "60"], gpus=1, tenant="lab", grace=1)

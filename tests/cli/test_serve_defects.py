@@ -437,3 +437,41 @@ def test_10_serve_logs_to_its_state_directory_and_says_when_it_is_ready(tmp_path
         out, err = proc.communicate(timeout=30)
     assert out == "" and "Traceback" not in err
     assert (state / "serve.log").exists()
+
+
+# --- fair use -------------------------------------------------------------------------------
+
+
+def test_fair_use_limits_submissions_per_tenant(tmp_path: Path, db: str) -> None:
+    r = start(tmp_path / "state", db, limits=(1.0, 3, None))
+    try:
+        ana, bo = user_token(r, "lab", "ana"), user_token(r, "other", "bo")
+        with r.client(ana) as c, r.client(bo) as other:
+            answers = [c.post("/v1/jobs", json={"command": OK}) for _ in range(5)]
+            assert [a.status_code for a in answers[:3]] == [201, 201, 201]
+            late = answers[3]
+            assert "faster than 1 jobs/s" in refused(late, 429)
+            assert int(late.headers["Retry-After"]) >= 1
+            assert other.post("/v1/jobs", json={"command": OK}).status_code == 201  # its own
+            assert len(c.get("/v1/jobs").json()["jobs"]) == 3  # nothing stored for a 429
+    finally:
+        r.stop()
+
+
+def test_fair_use_limits_pending_jobs_per_tenant(tmp_path: Path, db: str) -> None:
+    r = start(tmp_path / "state", db, limits=(None, 1, 2))
+    try:
+        ana = user_token(r, "lab", "ana")
+        with r.client(ana) as c:
+            holder = submit(c, command=["sleep", "30"], gpus=2, grace=1)
+            wait_state(c, holder, "running")
+            time.sleep(1.2)  # the pending counts are read from the store once a second
+            waiting = [submit(c, command=OK, gpus=2) for _ in range(2)]
+            time.sleep(1.2)
+            over = c.post("/v1/jobs", json={"command": OK, "gpus": 2})
+            assert "pending jobs, the most it may have is 2" in refused(over, 429)
+            c.post(f"/v1/jobs/{holder}/cancel")
+            for job in waiting:
+                assert wait_state(c, job, "succeeded")["state"] == "succeeded"
+    finally:
+        r.stop()

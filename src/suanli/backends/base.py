@@ -442,3 +442,8 @@ class Backend(Protocol):
         """The handle of a task launched earlier, even by a control plane that stopped
         before it could record it (None: never launched)."""
         ...
+
+    def release(self, job_id: str, attempt: int) -> None:
+        """Every task of the attempt has ended and its end is recorded: free what the backend
+        kept for it (its scratch directories). Its logs stay."""
+        ...

@@ -86,6 +86,7 @@ class FakeBackend:
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self.launched: list[Launch] = []
+        self.released: list[tuple[str, int]] = []  # attempts the control plane was done with
         self._world: dict[tuple[str, int, int], _FakeTask] = {}
         self._tracked: dict[tuple[str, int, int], None] = {}  # insertion-ordered set
         self._next_pid = 1
@@ -179,6 +180,10 @@ class FakeBackend:
         """The handle of a task launched (on this fake world) earlier, if any."""
         found = self._world.get((job_id, attempt, task))
         return None if found is None else found.handle
+
+    def release(self, job_id: str, attempt: int) -> None:
+        """Nothing is kept for an attempt."""
+        self.released.append((job_id, attempt))
 
     def log_paths(self, handle: Handle) -> tuple[Path, Path]:
         """Where the logs would be; the fake writes none."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
+import shutil
 import signal
 import stat as stat_mode
 import subprocess
@@ -219,6 +220,16 @@ class LocalBackend:
         """The working directory of a task launched without a ``cwd``:
         ``scratch/<scratch_id>/<job_id>/<attempt>/<task>``."""
         return self.scratch / self.scratch_id / job_dir_name(job_id) / str(attempt) / str(task)
+
+    def release(self, job_id: str, attempt: int) -> None:
+        """Remove the attempt's scratch directories (the working directories of its tasks that
+        were given none); its run directories, with the logs, stay."""
+        top = self.scratch / self.scratch_id / job_dir_name(job_id) / str(attempt)
+        shutil.rmtree(top, ignore_errors=True)
+        try:
+            top.parent.rmdir()  # the job's, once no attempt has one left
+        except OSError:
+            pass
 
     def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
         """The handle written when the task was launched, if it was (see ``Backend.find``)."""

@@ -393,6 +393,11 @@ def logs_command(
         print_json({"log": r.text, "offset": int(r.headers.get("x-suanli-log-size", 0))})
         return
     out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+    while follow and attempt is None:  # a job not started yet has no log: wait for it
+        job_now = client.get(path)["job"]
+        if job_now["attempts"] >= 1 or job_now["state"] in FINAL_STATES:
+            break
+        time.sleep(interval)
     while True:
         final = follow and client.get(path)["job"]["state"] in FINAL_STATES
         r = client.send(

@@ -30,7 +30,9 @@ token_app = typer.Typer(
 def create(
     name: Annotated[str, typer.Argument(help="The token's name (for people).")],
     user: Annotated[str, typer.Option(help="The user it acts as.")],
-    role: Annotated[str, typer.Option(help="user, tenant-admin, admin or metrics (a scraper's).")] = "user",
+    role: Annotated[
+        str, typer.Option(help="user, tenant-admin, admin or metrics (a scraper's).")
+    ] = "user",
     tenant: Annotated[
         str | None, typer.Option(help="Its tenant (default: yours; admins must give it).")
     ] = None,

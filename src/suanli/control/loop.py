@@ -248,6 +248,7 @@ class Controller:
                     self.sched.release(live.placement, job_id, now)
                 except Exception:  # noqa: BLE001
                     log.exception("job %s: could not release its placement", job_id)
+            self._release(live)
         reason = one_line(f"failed: internal error while {why}")
         with self.store.begin() as conn:
             for a in js.job_attempts(conn, job_id):
@@ -731,6 +732,20 @@ class Controller:
 
     def _attempt_over(self, live: _Attempt, now: float, detail: str | None = None) -> None:
         crash_point("exit-unrecorded")
+        try:
+            self._end(live, now, detail)
+        finally:
+            if live.key not in self.live:
+                self._release(live)
+
+    def _release(self, live: _Attempt) -> None:
+        """Let the backend free what it kept for an ended attempt (its scratch)."""
+        try:
+            self.backend.release(live.job.id, live.attempt)
+        except Exception:  # noqa: BLE001 - a leftover directory is no reason to stop
+            log.exception("job %s: could not release attempt %d", live.job.id, live.attempt)
+
+    def _end(self, live: _Attempt, now: float, detail: str | None) -> None:
         del self.live[live.key]
         self._undrain(live)
         exits = [live.exits[t] for t in sorted(live.exits)]
