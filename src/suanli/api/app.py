@@ -55,7 +55,7 @@ LOG_SIZE_HEADER = "X-Suanli-Log-Size"
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": s.ErrorBody, "description": what}
     for code, what in (
-        (400, "The store refused the request"),
+        (400, "Unreadable request (a body that is not JSON text), or the store refused it"),
         (401, "No valid token"),
         (403, "Not allowed to this token"),
         (404, "Not found (or another tenant's)"),
@@ -344,8 +344,10 @@ def create_app(
         if path is None or size < 0:
             raise ApiError(404, f"no {stream} log for task {task} of attempt {n} of job {job.id}")
         if offset is not None:
-            # Past the end: the log was rotated (it starts afresh past its size cap).
-            start = offset if offset <= size else 0
+            # Past the end of a log that was rotated (it starts afresh past its size cap):
+            # the new file from its start; past the end of one never rotated: nothing.
+            rotated = offset > size and path.with_name(path.name + ".1").exists()
+            start = 0 if rotated else min(offset, size)
         elif tail is not None:
             start = tail_offset(path, tail, size)
         else:

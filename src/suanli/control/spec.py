@@ -34,7 +34,7 @@ import os
 import signal
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from suanli.core.model import (
     DEFAULT_PRIORITY_CLASSES,
@@ -54,8 +54,10 @@ MAX_MODELS = 64
 MAX_SIZE_MIB = MAX_QUANTITY
 """The largest size a spec may give (MiB): the core's bound (an exbibyte)."""
 _MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
-_NUMBERS = ("tasks", "gang_min", "gpus", "cpu", "max_runtime", "estimate",
-            "checkpoint_interval", "grace")  # fmt: skip
+_NUMBERS = ("tasks", "gang_min", "gpus", "cpu", "memory", "gpu_memory", "max_runtime",
+            "estimate", "checkpoint_interval", "grace")  # fmt: skip
+MAX_SECONDS = 10 * 366 * 86_400
+"""The longest time a spec may give (ten years): a runtime, an estimate, an interval."""
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$"
 _UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -85,6 +87,15 @@ def size_mib(value: Any, field: str) -> int:
     return math.ceil(mib)
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid Unicode the database can store (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def absolute_path(value: str | None, field: str) -> str | None:
     """A directory path as a spec may give it: absolute, normalised (``..`` resolved
     lexically), no NUL, at most ``MAX_PATH`` characters."""
@@ -97,7 +108,7 @@ def absolute_path(value: str | None, field: str) -> str | None:
     return os.path.normpath(value)
 
 
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 
 
 class JobSpec(BaseModel):
@@ -113,7 +124,9 @@ class JobSpec(BaseModel):
     gang_min: Annotated[int, Field(ge=0, le=MAX_TASKS)] = 0
     gpus: Annotated[float, Field(ge=0, le=64, allow_inf_nan=False)] = 0
     gpu_memory: int | float | str = 0
-    cpu: Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)] = 1
+    cpu: Annotated[float, Field(ge=0.001, le=4096, allow_inf_nan=False)] = 1
+    """Cores per task, at least a thousandth: a task always uses some CPU, and a job of
+    tasks that ask none would have no bound on how many processes it starts."""
     memory: int | float | str = "4G"
     gpu_models: Annotated[
         list[Annotated[str, Field(pattern=_MODEL_PATTERN)]], Field(max_length=MAX_MODELS)
@@ -153,7 +166,7 @@ class JobSpec(BaseModel):
     @classmethod
     def _env(cls, v: dict[str, str]) -> dict[str, str]:
         for name, value in v.items():
-            if not name or "=" in name or "\0" in name:
+            if not name or "=" in name or "\0" in name or not _utf8(name):
                 raise ValueError(f"invalid environment variable name {name!r}")
             if "\0" in value:
                 raise ValueError(f"the value of {name!r} must not contain NUL characters")
@@ -190,11 +203,13 @@ class JobSpec(BaseModel):
             raise ValueError(f"unknown signal {v!r}")
         return name
 
-    @model_validator(mode="after")
-    def _gang(self) -> JobSpec:
-        if self.gang_min > self.tasks:
-            raise ValueError(f"gang_min ({self.gang_min}) must be at most tasks ({self.tasks})")
-        return self
+    @field_validator("gang_min")
+    @classmethod
+    def _gang(cls, v: int, info: Any) -> int:
+        tasks = info.data.get("tasks")
+        if tasks is not None and v > tasks:
+            raise ValueError(f"gang_min ({v}) must be at most tasks ({tasks})")
+        return v
 
     @property
     def memory_mib(self) -> int:
