@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
 from suanli.config.cluster import load_cluster
@@ -300,3 +301,48 @@ def test_a_launch_not_recorded_before_a_crash_is_adopted_not_rerun(
     rec = js.get_job(store, a)
     assert rec is not None and (rec.state, rec.attempts) == ("succeeded", 1)
     assert used(store) == 0
+
+
+def test_reconciliation_repairs_what_the_store_the_loop_and_the_backend_disagree_on(
+    store: Store,
+) -> None:
+    """Three disagreements, each made past the loop (a crash, a bug, a hand edit), each
+    repaired by one reconciliation with a ``reconciled`` event in the job's history."""
+    from suanli.store.schema import gpu_claims
+
+    clock = Clock()
+    ctl, backend = make(store, clock)
+    ctl.recover()
+    done = submit(store, spec(1, gpus=1), clock.t)
+    ctl.step()
+    clock.t += 1
+    ctl.step()
+    assert state(store, done) == "succeeded" and used(store) == 0
+    # 1. A task the backend no longer knows (its node's agent forgot it, say).
+    gone = submit(store, spec(100, gpus=4), clock.t)
+    ctl.step()
+    assert state(store, gone) == "running"
+    # 2. A claim that no live attempt holds, on a free GPU.
+    with store.begin() as conn:
+        free = next(g for _, gs in js.list_nodes(conn) for g in gs if g.used_milli == 0)
+        conn.execute(sa.insert(gpu_claims).values(job_id=done, attempt=1, task=0,
+                                                  node=free.node, idx=free.idx, milli=1000))  # fmt: skip
+    (live,) = [a for a in ctl.live.values() if a.job.id == gone]
+    for h in live.handles.values():
+        backend._tracked.pop(h.key)
+        backend._world.pop(h.key)
+    assert used(store) == 5000
+    repaired = ctl.reconcile()
+    assert len(repaired) == 2, repaired
+    assert used(store) == 0
+    kinds = {j: [e.kind for e in js.job_history(store, j)] for j in (done, gone)}
+    assert "reconciled" in kinds[done] and "reconciled" in kinds[gone]
+    assert state(store, gone) == "pending"  # lost, requeued as any lost attempt is
+    # 3. An attempt the store calls live but this loop does not know (a second loop's).
+    ctl.step()
+    assert state(store, gone) == "running"
+    ctl2 = Controller(store, ctl.config, FakeBackend(clock), clock=clock)
+    repaired = ctl2.reconcile()
+    assert any("attempt 2 ended as lost" in r for r in repaired), repaired
+    rec = js.get_job(store, gone)
+    assert rec is not None and rec.state == "pending" and gone in ctl2.pending

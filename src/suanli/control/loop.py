@@ -509,6 +509,8 @@ class Controller:
                     )
         live_jobs = {k[0] for k in self.live}
         for rec in js.jobs_in(self.store, ["pending"]):
+            if rec.seq > self.last_seq:
+                continue  # submitted since this pass took submissions in: the next one will
             if rec.id not in self.pending and rec.id not in live_jobs:
                 note(rec.id, "taken in: pending in the store but not in the scheduler")
                 self._submit(rec, now)
