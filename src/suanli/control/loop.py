@@ -223,6 +223,26 @@ class Controller:
             except Exception:  # noqa: BLE001 - the store may be the cause; the next pass retries
                 log.exception("job %s: could not record the failure", job_id)
 
+    def _apply(self, decisions: list[Decision], now: float) -> None:
+        """Apply the cycle's decisions in order; one that raises fails its job alone (as
+        ``_guard``) and the rest are applied. A pass may hold thousands of skips: the
+        guard here costs nothing until something raises."""
+        i, n = 0, len(decisions)
+        while i < n:
+            try:
+                while i < n:
+                    apply((decisions[i],), self, now)
+                    i += 1
+            except Exception as e:  # noqa: BLE001 - one job's failure must not stop the loop
+                d = decisions[i]
+                i += 1
+                log.exception("job %s: error while applying its decision", d.job.id)
+                try:
+                    self._quarantine(d.job.id, f"applying its {type(d).__name__} decision: "
+                                                f"{type(e).__name__}: {e}")  # fmt: skip
+                except Exception:  # noqa: BLE001 - the store may be the cause
+                    log.exception("job %s: could not record the failure", d.job.id)
+
     def _quarantine(self, job_id: str, why: str) -> None:
         """Take ``job_id`` out of the scheduler and the loop, stop its tasks, end its live
         attempts (giving their GPU claims back) and fail it with ``why``. Each step is
@@ -368,9 +388,7 @@ class Controller:
         decisions: list[Decision] = []
         if len(self.sched):
             decisions = self.sched.cycle(self.rng, now)
-            for d in decisions:
-                with self._guard(d.job.id, f"applying its {type(d).__name__} decision"):
-                    apply((d,), self, now)
+            self._apply(decisions, now)
         self._launch_ready(now)
         self._write_reasons(now)
         self._meter()
