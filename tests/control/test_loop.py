@@ -346,3 +346,28 @@ def test_reconciliation_repairs_what_the_store_the_loop_and_the_backend_disagree
     assert any("attempt 2 ended as lost" in r for r in repaired), repaired
     rec = js.get_job(store, gone)
     assert rec is not None and rec.state == "pending" and gone in ctl2.pending
+
+
+def test_a_decision_that_raises_fails_its_job_alone(store: Store) -> None:
+    """Injected: applying one job's admission raises (a bug, a store error of that row only);
+    that job fails with the error as its reason, the others of the same pass are admitted."""
+    clock = Clock()
+    ctl, _ = make(store, clock)
+    ctl.recover()
+    jobs = [submit(store, spec(10, gpus=1), clock.t) for _ in range(3)]
+    real = ctl.admit
+
+    def admit(d: Any, now: float) -> None:
+        if d.job.id == jobs[1]:
+            raise ZeroDivisionError("injected")
+        real(d, now)
+
+    ctl.admit = admit  # type: ignore[method-assign]
+    ctl.step()
+    rec = js.get_job(store, jobs[1])
+    assert rec is not None and rec.state == "failed"
+    assert rec.reason == (
+        "failed: internal error while applying its Admit decision: ZeroDivisionError: injected"
+    )
+    assert [state(store, j) for j in (jobs[0], jobs[2])] == ["running", "running"]
+    assert used(store) == 2000  # the failed job holds nothing
