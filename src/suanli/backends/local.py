@@ -59,6 +59,7 @@ from suanli.backends.shim import (
     EXIT_FILE,
     FORWARDED,
     HANDLE_FILE,
+    PID_FILE,
     SHIM_LOG,
     SPEC_FILE,
     STDERR_LOG,
@@ -232,9 +233,35 @@ class LocalBackend:
             pass
 
     def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
-        """The handle written when the task was launched, if it was (see ``Backend.find``)."""
-        record = read_json(self.run_dir_for(job_id, attempt, task) / HANDLE_FILE)
-        return None if record is None else Handle.from_json(record)
+        """The handle written when the task was launched, if it was (see ``Backend.find``).
+
+        A control plane killed inside ``launch``, after the shim started and before the
+        handle file was written, leaves a run directory without one: the shim is then found
+        by its command line (it names its run directory), or, if it has ended, by the pid in
+        its exit file, and the handle is written now. None if no shim ever ran there."""
+        run_dir = self.run_dir_for(job_id, attempt, task)
+        record = read_json(run_dir / HANDLE_FILE)
+        if record is not None:
+            return Handle.from_json(record)
+        if not (run_dir / SPEC_FILE).exists():
+            return None
+        shim = _shim_of(run_dir)
+        if shim is None:
+            ended = read_json(run_dir / EXIT_FILE)
+            if ended is None or not isinstance(ended.get("shim_pid"), int):
+                return None
+            shim = (ended["shim_pid"], -1)  # over: start ticks no live process has
+        handle = Handle(job_id, attempt, task, shim[0], shim[1], str(run_dir))
+        write_json_atomic(run_dir / HANDLE_FILE, handle.to_json())
+        return handle
+
+    def _never_ran(self, run_dir: Path) -> bool:
+        """Whether a run directory holds no trace of a shim: no handle, no exit, no pid, no
+        shim process naming it."""
+        return (
+            not any((run_dir / name).exists() for name in (HANDLE_FILE, EXIT_FILE, PID_FILE))
+            and _shim_of(run_dir) is None
+        )
 
     def log_paths(self, handle: Handle) -> tuple[Path, Path]:
         """The current stdout and stderr logs (older output may be in ``<name>.1``)."""
@@ -269,6 +296,10 @@ class LocalBackend:
             if key in self._tasks:
                 raise FileExistsError(f"task {key} is already running")
         run_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if run_dir.exists() and self._never_ran(run_dir):
+            # A launch cut short before its shim existed (the control plane died inside it):
+            # nothing ran there, so the directory is made afresh.
+            shutil.rmtree(run_dir)
         try:
             run_dir.mkdir(mode=0o700)
         except FileExistsError:
@@ -640,6 +671,27 @@ def _dropped_output(record: dict[str, Any]) -> str:
         tail = "output after the task's end not read (a process that left it holds its pipes)"
         text = f"{text}; {tail}" if text else tail
     return text
+
+
+def _shim_of(run_dir: Path) -> tuple[int, int] | None:
+    """(pid, start ticks) of the live shim supervising ``run_dir``, found by its command line
+    (``python -P -m suanli.backends.shim <run_dir>``), or None."""
+    want = [b"-m", b"suanli.backends.shim", os.fsencode(str(run_dir))]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and not args[-1]:
+            args.pop()
+        if args[-3:] == want:
+            stat = proc_stat(int(entry))
+            if stat is not None and stat[0] not in ("Z", "X", "x"):
+                return int(entry), stat[2]
+    return None
 
 
 def _stop_outcome(stop: dict[str, Any] | None) -> Outcome | None:

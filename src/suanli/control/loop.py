@@ -303,8 +303,9 @@ class Controller:
             with self._guard(live.job.id, "recovering its launch"):
                 if live.state == "admitted" and not live.handles:
                     self._unrecorded_launch(live, now)
-                elif live.state == "stopping":
+                elif live.state == "stopping" and live.key in self.live:
                     self._send_stop(live)
+                    self._stopped_if_done(live, now)
         for rec in js.jobs_in(self.store, ["pending"]):
             self._submit(rec, now)
         self.last_seq = max([self.last_seq, *(r.seq for r in records.values())])
@@ -368,6 +369,12 @@ class Controller:
         self._launch(live, now)
         for e in ended:
             self._task_exited(e, now)
+
+    def _stopped_if_done(self, live: _Attempt, now: float) -> None:
+        """End a stopping attempt that has nothing left to wait for: every task it launched
+        has exited, or it launched none (a control plane that died while ending it)."""
+        if live.key in self.live and all(t in live.exits for t in live.handles):
+            self._attempt_over(live, now)
 
     def _send_stop(self, live: _Attempt) -> None:
         """Send the stop to every task of ``live`` that has not exited."""
@@ -513,6 +520,12 @@ class Controller:
                     fresh = js.get_job(self.store, a.job_id)
                     if fresh is not None:
                         self._submit(fresh, now)
+        for live in list(self.live.values()):
+            if live.state == "stopping" and all(t in live.exits for t in live.handles):
+                with self._guard(live.job.id, "reconciling its stopping attempt"):
+                    note(live.job.id, f"attempt {live.attempt} ended: it was stopping with "
+                                      "no task left to wait for")  # fmt: skip
+                    self._attempt_over(live, now)
         known = {h.key for h in self.backend.running()}
         for live in list(self.live.values()):
             for t, h in list(live.handles.items()):
@@ -715,13 +728,16 @@ class Controller:
         except Exception as e:  # noqa: BLE001 - any launch failure fails the attempt alone
             log.error("job %s: launch failed: %s", live.job.id, e)
             text = one_line(f"launch failed: {type(e).__name__}: {e}")
+            # A task of this attempt ran before a crash and cannot be found again: the
+            # attempt is lost (and the job requeued), not the job's fault.
+            lost = isinstance(e, FileExistsError)
             for h in live.handles.values():
                 try:
                     self.backend.stop(h, Outcome.CANCELLED)
                 except Exception:  # noqa: BLE001
                     log.exception("job %s: could not stop task %d", live.job.id, h.task)
             live.state = "stopping"
-            live.why_stopping = Outcome.FAILED
+            live.why_stopping = Outcome.LOST if lost else Outcome.FAILED
             self._attempt_over(live, now, detail=text)
             return
         live.started_at = now
