@@ -874,6 +874,35 @@ def test_a_leftover_scratch_directory_is_never_reused(backend: LocalBackend) -> 
     assert wait_exit(backend, h).outcome is Outcome.SUCCEEDED
 
 
+def test_a_launch_cut_short_before_its_shim_is_made_afresh(backend: LocalBackend) -> None:
+    """A control plane killed inside ``launch`` after it made the task's run and scratch
+    directories and before the shim started: nothing ran there, so a relaunch of the same
+    attempt makes both afresh (rather than refusing it, which would lose the attempt)."""
+    run_dir = backend.run_dir_for("job", 1, 0)
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.json").write_text("{}")
+    backend.scratch_dir_for("job", 1, 0).mkdir(parents=True)
+    h = backend.launch(launch(command=("true",)))
+    assert wait_exit(backend, h).outcome is Outcome.SUCCEEDED
+
+
+def test_a_shim_whose_handle_was_never_written_is_found_by_its_command_line(
+    backend: LocalBackend,
+) -> None:
+    """Killed after the shim started and before the handle file: ``find`` finds the shim by
+    the run directory on its command line, and adoption follows it to its end."""
+    h = backend.launch(launch(command=("sleep", "0.5")))
+    (Path(h.run_dir) / "handle.json").unlink()
+    found = backend.find("job", 1, 0)
+    assert found == h
+    later = new_backend(Path(h.run_dir).parents[4])
+    try:
+        assert later.adopt([found]) == []
+        assert wait_exit(later, found).outcome is Outcome.SUCCEEDED
+    finally:
+        cleanup(later)
+
+
 # --- bounded logs --------------------------------------------------------------------------
 
 WRITE_A_LOT = """

@@ -300,6 +300,8 @@ class LocalBackend:
             # A launch cut short before its shim existed (the control plane died inside it):
             # nothing ran there, so the directory is made afresh.
             shutil.rmtree(run_dir)
+            # Its scratch directory, if the cut-short launch had made it, is as fresh.
+            shutil.rmtree(self.scratch_dir_for(*key), ignore_errors=True)
         try:
             run_dir.mkdir(mode=0o700)
         except FileExistsError:
