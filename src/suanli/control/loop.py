@@ -47,19 +47,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from suanli.backends.base import Backend, Exit, Handle, Launch, Outcome
+from suanli.backends.base import Backend, Exit, Launch, Outcome
 from suanli.config.tenancy import TenancyConfig
+from suanli.control.attempts import Health, LiveAttempt, job_of, one_line, to_ms
 from suanli.control.crash import crash_point
 from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
+from suanli.control.repair import Repair
 from suanli.control.spec import JobSpec
 from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet, Refusals, Setting, build
@@ -124,52 +125,7 @@ class ControlConfig:
         return Setting(t.tenancy, t.priority_classes, self.preemption, dict(t.admission))
 
 
-@dataclass
-class _Attempt:
-    """One live attempt, as the loop tracks it."""
-
-    job: Job
-    record: js.JobRecord
-    spec: JobSpec
-    attempt: int
-    placement: JobPlacement
-    state: str  # admitted | running | stopping
-    handles: dict[int, Handle] = field(default_factory=dict)
-    exits: dict[int, Exit] = field(default_factory=dict)
-    why_stopping: Outcome | None = None
-    """PREEMPTED, CANCELLED, or the outcome of the task whose end stopped the gang."""
-    cause: Exit | None = None
-    """The exit of the task whose failure stopped the gang (None otherwise)."""
-    started_at: float | None = None
-    """When its tasks were launched (None: not yet)."""
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.job.id, self.attempt)
-
-    def ended_at(self, now: float) -> float:
-        """When the attempt ended: its last task's recorded exit, within [start, now]."""
-        recorded = [x.finished_at for x in self.exits.values()]
-        if not recorded or len(recorded) < len(self.placement.tasks):
-            return now
-        return max(self.started_at or 0.0, min(now, max(recorded)))
-
-
-@dataclass
-class Health:
-    """What ``/healthz`` reports of the loop: its state (``starting``, ``running``,
-    ``stopped``, ``failed``), when a pass last completed (``time.monotonic``), and the error
-    that stopped it."""
-
-    state: str = "starting"
-    last_pass: float | None = None
-    error: str | None = None
-    passes: int = 0
-    failures: int = 0
-    """Passes in a row that failed (reset by one that completes)."""
-
-
-class Controller:
+class Controller(Repair):
     """See the module docstring. Not thread-safe: one thread calls ``recover`` and ``step``
     (``run`` does both)."""
 
@@ -195,7 +151,7 @@ class Controller:
         self.rng = np.random.default_rng(config.seed)
         self.node_names = [n.name for n in cluster.nodes]
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
-        self.live: dict[tuple[str, int], _Attempt] = {}
+        self.live: dict[tuple[str, int], LiveAttempt] = {}
         self.pending: dict[str, tuple[js.JobRecord, JobSpec, Job]] = {}
         self.last_seq = 0
         self.cancelling: set[str] = set()
@@ -208,20 +164,6 @@ class Controller:
         self.health = Health()
         self.reconciled_at = -float("inf")  # the clock's time of the last reconciliation
         self.meter_retry: dict[tuple[str, int], float] = {}  # attempt -> retry metering after
-
-    # ------------------------------------------------------------------ the guard
-    @contextmanager
-    def _guard(self, job_id: str, doing: str) -> Iterator[None]:
-        """Run the body; if it raises, fail job ``job_id`` with the error (``_quarantine``)
-        instead of letting the error stop the pass."""
-        try:
-            yield
-        except Exception as e:  # noqa: BLE001 - one job's failure must not stop the loop
-            log.exception("job %s: error while %s", job_id, doing)
-            try:
-                self._quarantine(job_id, f"{doing}: {type(e).__name__}: {e}")
-            except Exception:  # noqa: BLE001 - the store may be the cause; the next pass retries
-                log.exception("job %s: could not record the failure", job_id)
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
@@ -243,140 +185,7 @@ class Controller:
                 except Exception:  # noqa: BLE001 - the store may be the cause
                     log.exception("job %s: could not record the failure", d.job.id)
 
-    def _quarantine(self, job_id: str, why: str) -> None:
-        """Take ``job_id`` out of the scheduler and the loop, stop its tasks, end its live
-        attempts (giving their GPU claims back) and fail it with ``why``. Each step is
-        attempted whatever the state the error left behind."""
-        now = self.clock()
-        if job_id in self.pending:
-            self._leave_pending(job_id)
-        try:
-            self.sched.remove(job_id)
-        except Exception:  # noqa: BLE001 - it may not be there (or be half there)
-            log.debug("job %s: not pending in the scheduler", job_id)
-        for live in [a for a in self.live.values() if a.job.id == job_id]:
-            del self.live[live.key]
-            self._undrain(live)
-            for t, h in live.handles.items():
-                if t not in live.exits:
-                    try:
-                        self.backend.stop(h, Outcome.CANCELLED)
-                    except Exception:  # noqa: BLE001
-                        log.exception("job %s: could not stop task %d", job_id, t)
-            if live.why_stopping is not Outcome.PREEMPTED:
-                try:
-                    self.sched.release(live.placement, job_id, now)
-                except Exception:  # noqa: BLE001
-                    log.exception("job %s: could not release its placement", job_id)
-            self._release(live)
-        reason = one_line(f"failed: internal error while {why}")
-        with self.store.begin() as conn:
-            for a in js.job_attempts(conn, job_id):
-                if a.state != "ended":
-                    js.end_attempt(
-                        conn, job_id, a.attempt, _ms(now), outcome="failed", exit_code=None,
-                        detail=reason,
-                    )  # fmt: skip
-            if js.get_job(conn, job_id) is not None:
-                js.set_job_state(conn, job_id, "failed", _ms(now), reason=reason)
-        self.cancelling.discard(job_id)
-
-    # ------------------------------------------------------------------ recovery
-    def recover(self) -> None:
-        """Rebuild the scheduler from the store (see the module docstring). Call once,
-        before the first ``step``."""
-        now = self.clock()
-        records = {r.id: r for r in js.jobs_in(self.store, ["admitted", "running", "pending"])}
-        adopt: list[Handle] = []
-        for a in js.live_attempts(self.store):
-            rec = records.get(a.job_id)
-            if rec is None:  # the job ended; the attempt row was left behind by a crash
-                self._end_attempt_row(a.job_id, a.attempt, now, "lost", None, "left over")
-                continue
-            with self._guard(rec.id, "recovering its attempt"):
-                adopt.extend(self._restore_attempt(rec, a))
-        for e in self._adopt(adopt, now):
-            with self._guard(e.handle.job_id, "adopting its task"):
-                self._task_exited(e, now)
-        crash_point("recover-adopted")
-        for live in list(self.live.values()):
-            with self._guard(live.job.id, "recovering its launch"):
-                if live.state == "admitted" and not live.handles:
-                    self._unrecorded_launch(live, now)
-                elif live.state == "stopping" and live.key in self.live:
-                    self._send_stop(live)
-                    self._stopped_if_done(live, now)
-        for rec in js.jobs_in(self.store, ["pending"]):
-            self._submit(rec, now)
-        self.last_seq = max([self.last_seq, *(r.seq for r in records.values())])
-        self.reconcile(now)
-
-    def _restore_attempt(self, rec: js.JobRecord, a: js.AttemptRecord) -> list[Handle]:
-        """Put back one live attempt of the store (see ``recover``); its handles to adopt."""
-        spec, job = _job_of(rec)
-        placement = self._placement_of(a.placement)
-        live = _Attempt(job, rec, spec, a.attempt, placement, a.state)
-        if a.started_ms is not None:
-            live.started_at = a.started_ms / 1000
-        if a.state == "stopping":
-            live.why_stopping = _stopping_outcome(a.detail)
-        handles = [Handle.from_json(saved) for saved in a.handles or ()]
-        if live.why_stopping is not Outcome.PREEMPTED:
-            # A preempted attempt was released in the scheduler when it was preempted;
-            # any other still holds its placement there until it ends.
-            self.sched.restore(
-                job,
-                placement,
-                (a.started_ms or a.admitted_ms) / 1000,
-                preempted_at=self._preempted_at(rec.id),
-            )
-        for handle in handles:
-            live.handles[handle.task] = handle
-        self.live[live.key] = live
-        if a.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
-            self._drain(live)
-        return handles
-
-    def _adopt(self, handles: list[Handle], now: float) -> list[Exit]:
-        """The backend's adoption of ``handles``, task by task if it fails as a whole (a
-        task it cannot adopt is lost, and only that one)."""
-        try:
-            return self.backend.adopt(handles)
-        except Exception:  # noqa: BLE001
-            log.exception("adopting %d tasks failed: adopting them one by one", len(handles))
-        exits: list[Exit] = []
-        for h in handles:
-            try:
-                exits.extend(self.backend.adopt([h]))
-            except Exception as e:  # noqa: BLE001
-                exits.append(Exit(h, Outcome.LOST, None, None, now, f"cannot adopt: {e}"))
-        return exits
-
-    def _unrecorded_launch(self, live: _Attempt, now: float) -> None:
-        """An attempt admitted but not recorded as started when the control plane stopped.
-        If none of its tasks was launched, it starts as usual (``_launch_ready``). If some
-        were (found by the handle file each launch writes), they are adopted, the others
-        launched, and the attempt goes on: work already running is not thrown away."""
-        found = {
-            t: h
-            for t in range(len(live.placement.tasks))
-            if (h := self.backend.find(live.job.id, live.attempt, t)) is not None
-        }
-        if not found:
-            return
-        ended = self.backend.adopt(found.values())
-        live.handles.update(found)
-        self._launch(live, now)
-        for e in ended:
-            self._task_exited(e, now)
-
-    def _stopped_if_done(self, live: _Attempt, now: float) -> None:
-        """End a stopping attempt that has nothing left to wait for: every task it launched
-        has exited, or it launched none (a control plane that died while ending it)."""
-        if live.key in self.live and all(t in live.exits for t in live.handles):
-            self._attempt_over(live, now)
-
-    def _send_stop(self, live: _Attempt) -> None:
+    def _send_stop(self, live: LiveAttempt) -> None:
         """Send the stop to every task of ``live`` that has not exited."""
         outcome = Outcome.PREEMPTED if live.why_stopping is Outcome.PREEMPTED else Outcome.CANCELLED
         for t, h in live.handles.items():
@@ -470,83 +279,6 @@ class Controller:
         self.view = ClusterView(self.config.cluster)
         return self.view
 
-    # ------------------------------------------------------------------ reconciliation
-    def reconcile(self, now: float | None = None) -> list[str]:
-        """Make the store, this loop and the backend agree, whatever happened before (a
-        crash at any point, a bug, a hand-edited database); returns what was repaired.
-
-        - A GPU claim in the store that no live attempt of this loop holds (one ended,
-          preempted or unknown) is released.
-        - An attempt the store calls live but this loop does not know is ended as lost, and
-          its job, if it has no other live attempt, goes back to pending and is taken in.
-        - A task this loop waits for but the backend neither runs nor has reported is lost
-          (its attempt then ends, and its job is requeued as for any lost attempt).
-        - A job the store says is pending but this loop does not hold is taken in.
-        Each repair is a ``reconciled`` event in the job's history. Repairs run one by one
-        under the guard: one that fails leaves the others done and is retried next time.
-        """
-        now = self.clock() if now is None else now
-        self.reconciled_at = now
-        done: list[str] = []
-
-        def note(job_id: str, text: str) -> None:
-            js.add_event(self.store, job_id, _ms(now), "reconciled", text)
-            log.warning("reconciled job %s: %s", job_id, text)
-            done.append(f"job {job_id}: {text}")
-            if len(done) == 1:
-                crash_point("reconcile-partial")
-
-        holding = {k for k, a in self.live.items() if a.why_stopping is not Outcome.PREEMPTED}
-        for job_id, attempt in sorted(js.claimed_attempts(self.store)):
-            if (job_id, attempt) not in holding:
-                with self._guard(job_id, "reconciling its GPU claims"):
-                    js.release_claims(self.store, job_id, attempt)
-                    note(job_id, f"released the GPU claims of attempt {attempt}: "
-                                 "no live attempt holds them")  # fmt: skip
-        for a in js.live_attempts(self.store):
-            if (a.job_id, a.attempt) in self.live:
-                continue
-            with self._guard(a.job_id, "reconciling its attempts"):
-                self._end_attempt_row(
-                    a.job_id, a.attempt, now, "lost", None, "reconciled: no process holds it"
-                )
-                note(a.job_id, f"attempt {a.attempt} ended as lost: no process holds it")
-                rec = js.get_job(self.store, a.job_id)
-                others = any(k[0] == a.job_id for k in self.live)
-                if rec is not None and rec.state in ("admitted", "running") and not others:
-                    js.set_job_state(self.store, a.job_id, "pending", _ms(now),
-                                     reason="requeued: attempt lost (reconciled)",
-                                     event="requeued")  # fmt: skip
-                    fresh = js.get_job(self.store, a.job_id)
-                    if fresh is not None:
-                        self._submit(fresh, now)
-        for live in list(self.live.values()):
-            if live.state == "stopping" and all(t in live.exits for t in live.handles):
-                with self._guard(live.job.id, "reconciling its stopping attempt"):
-                    note(live.job.id, f"attempt {live.attempt} ended: it was stopping with "
-                                      "no task left to wait for")  # fmt: skip
-                    self._attempt_over(live, now)
-        known = {h.key for h in self.backend.running()}
-        for live in list(self.live.values()):
-            for t, h in list(live.handles.items()):
-                if t in live.exits or h.key in known:
-                    continue
-                with self._guard(live.job.id, "reconciling its tasks"):
-                    note(live.job.id, f"task {t} of attempt {live.attempt} is lost: "
-                                      "the backend has no such task")  # fmt: skip
-                    self._task_exited(
-                        Exit(h, Outcome.LOST, None, None, now, "the backend has no such task"),
-                        now,
-                    )
-        live_jobs = {k[0] for k in self.live}
-        for rec in js.jobs_in(self.store, ["pending"]):
-            if rec.seq > self.last_seq:
-                continue  # submitted since this pass took submissions in: the next one will
-            if rec.id not in self.pending and rec.id not in live_jobs:
-                note(rec.id, "taken in: pending in the store but not in the scheduler")
-                self._submit(rec, now)
-        return done
-
     # ------------------------------------------------------------------ intake
     def _ingest(self, now: float) -> None:
         for rec in js.jobs_in(self.store, ["pending"], after=self.last_seq):
@@ -566,7 +298,7 @@ class Controller:
 
     def _take_in(self, rec: js.JobRecord, now: float) -> None:
         try:
-            spec, job = _job_of(rec)
+            spec, job = job_of(rec)
             self._check_feasible(job)
             told = self.sched.submit(
                 job,
@@ -575,7 +307,7 @@ class Controller:
                 preempted_at=self._preempted_at(rec.id) if rec.attempts else (),
             )
         except (SpecError, ValueError) as e:
-            js.set_job_state(self.store, rec.id, "failed", _ms(now), reason=f"refused: {e}")
+            js.set_job_state(self.store, rec.id, "failed", to_ms(now), reason=f"refused: {e}")
             return
         if told is not None:
             apply((told,), self, now)
@@ -588,7 +320,7 @@ class Controller:
         self.cancelling.add(rec.id)
         if rec.id in self.pending and self.sched.remove(rec.id):
             self._leave_pending(rec.id)
-            js.set_job_state(self.store, rec.id, "cancelled", _ms(now), reason="cancelled")
+            js.set_job_state(self.store, rec.id, "cancelled", to_ms(now), reason="cancelled")
             self.cancelling.discard(rec.id)
             return
         for live in self.live.values():
@@ -601,7 +333,7 @@ class Controller:
         self.reasons[d.job.id] = str(d.reason)
 
     def reject(self, d: Reject, now: float) -> None:
-        js.set_job_state(self.store, d.job.id, "failed", _ms(now), reason=str(d))
+        js.set_job_state(self.store, d.job.id, "failed", to_ms(now), reason=str(d))
 
     def demote(self, d: Demoted, now: float) -> None:
         with self.store.begin() as conn:
@@ -610,15 +342,17 @@ class Controller:
                 .where(js.jobs.c.id == d.job.id)
                 .values(priority_class=d.job.priority_class)
             )
-            js.add_event(conn, d.job.id, _ms(now), "demoted", str(d))
+            js.add_event(conn, d.job.id, to_ms(now), "demoted", str(d))
 
     def admit(self, d: Admit, now: float) -> None:
         rec, spec, _ = self._leave_pending(d.job.id)
         attempt = rec.attempts + 1
-        live = _Attempt(d.job, rec, spec, attempt, d.placement, "admitted")
+        live = LiveAttempt(d.job, rec, spec, attempt, d.placement, "admitted")
         try:
             with self.store.begin() as conn:
-                js.admit_attempt(conn, rec.id, attempt, self._placement_json(d.placement), _ms(now))
+                js.admit_attempt(
+                    conn, rec.id, attempt, self._placement_json(d.placement), to_ms(now)
+                )
         except sa.exc.IntegrityError as e:
             # The database refused a claim: the view and the store disagree. Give the
             # placement back and requeue the job rather than run it on taken GPUs.
@@ -640,8 +374,10 @@ class Controller:
         why = f"preempted ({d.kind}) by job {d.by}"
         with self.store.begin() as conn:
             js.release_claims(conn, live.job.id, live.attempt)
-            js.attempt_stopping(conn, live.job.id, live.attempt, _ms(now), "preempted")
-            js.set_job_state(conn, live.job.id, "pending", _ms(now), reason=why, event="preempted")
+            js.attempt_stopping(conn, live.job.id, live.attempt, to_ms(now), "preempted")
+            js.set_job_state(
+                conn, live.job.id, "pending", to_ms(now), reason=why, event="preempted"
+            )
         # As the simulator: the victim is requeued at once; its resources were released
         # in the view by the cycle itself.
         self.sched.submit(d.job, now, requeued=True)
@@ -658,12 +394,12 @@ class Controller:
         self._send_stop(live)
         crash_point("preempt-grace")
 
-    def _drain(self, live: _Attempt) -> None:
+    def _drain(self, live: LiveAttempt) -> None:
         for tp in live.placement.tasks:
             for g in tp.gpus:
                 self.draining.setdefault((tp.node, g), set()).add(live.key)
 
-    def _undrain(self, live: _Attempt) -> None:
+    def _undrain(self, live: LiveAttempt) -> None:
         for tp in live.placement.tasks:
             for g in tp.gpus:
                 holders = self.draining.get((tp.node, g))
@@ -672,7 +408,7 @@ class Controller:
                     if not holders:
                         del self.draining[(tp.node, g)]
 
-    def _stop(self, live: _Attempt, why: Outcome, now: float, detail: str) -> None:
+    def _stop(self, live: LiveAttempt, why: Outcome, now: float, detail: str) -> None:
         live.why_stopping = why
         if live.state == "admitted" and not live.handles:
             live.state = "stopping"
@@ -680,7 +416,7 @@ class Controller:
             return
         live.state = "stopping"
         with self.store.begin() as conn:
-            js.attempt_stopping(conn, live.job.id, live.attempt, _ms(now), detail)
+            js.attempt_stopping(conn, live.job.id, live.attempt, to_ms(now), detail)
         self._send_stop(live)
 
     # ------------------------------------------------------------------ launching
@@ -690,10 +426,10 @@ class Controller:
                 with self._guard(live.job.id, "launching it"):
                     self._launch(live, now)
 
-    def _waits(self, live: _Attempt) -> bool:
+    def _waits(self, live: LiveAttempt) -> bool:
         return any(self.draining.get((tp.node, g)) for tp in live.placement.tasks for g in tp.gpus)
 
-    def _launch(self, live: _Attempt, now: float) -> None:
+    def _launch(self, live: LiveAttempt, now: float) -> None:
         spec = live.spec
         config = self.config
         run_as = config.run_as(live.job.tenant)
@@ -749,7 +485,7 @@ class Controller:
                 live.job.id,
                 live.attempt,
                 [h.to_json() for h in live.handles.values()],
-                _ms(now),
+                to_ms(now),
             )
 
     # ------------------------------------------------------------------ endings
@@ -766,7 +502,7 @@ class Controller:
         if done:
             self._attempt_over(live, now)
 
-    def _attempt_over(self, live: _Attempt, now: float, detail: str | None = None) -> None:
+    def _attempt_over(self, live: LiveAttempt, now: float, detail: str | None = None) -> None:
         crash_point("exit-unrecorded")
         try:
             self._end(live, now, detail)
@@ -774,14 +510,14 @@ class Controller:
             if live.key not in self.live:
                 self._release(live)
 
-    def _release(self, live: _Attempt) -> None:
+    def _release(self, live: LiveAttempt) -> None:
         """Let the backend free what it kept for an ended attempt (its scratch)."""
         try:
             self.backend.release(live.job.id, live.attempt)
         except Exception:  # noqa: BLE001 - a leftover directory is no reason to stop
             log.exception("job %s: could not release attempt %d", live.job.id, live.attempt)
 
-    def _end(self, live: _Attempt, now: float, detail: str | None) -> None:
+    def _end(self, live: LiveAttempt, now: float, detail: str | None) -> None:
         del self.live[live.key]
         self._undrain(live)
         exits = [live.exits[t] for t in sorted(live.exits)]
@@ -790,7 +526,7 @@ class Controller:
         )
         why = live.why_stopping
         ended = live.ended_at(now)  # the recorded end, for the attempt's row and its bill
-        job_id, ms = live.job.id, _ms(ended)
+        job_id, ms = live.job.id, to_ms(ended)
         if why is Outcome.PREEMPTED:
             # Already requeued (and its claims released) when the decision was applied.
             self._end_attempt_row(job_id, live.attempt, ended, "preempted", None, "preempted")
@@ -841,7 +577,7 @@ class Controller:
     ) -> None:
         with self.store.begin() as conn:
             js.end_attempt(
-                conn, job_id, attempt, _ms(now), outcome=outcome, exit_code=code, detail=detail
+                conn, job_id, attempt, to_ms(now), outcome=outcome, exit_code=code, detail=detail
             )
 
     # ------------------------------------------------------------------ bookkeeping
@@ -861,7 +597,7 @@ class Controller:
             if a.outcome == "preempted" and a.ended_ms is not None
         ]
 
-    def _requeued(self, live: _Attempt, job: Job) -> None:
+    def _requeued(self, live: LiveAttempt, job: Job) -> None:
         """``live``'s job is pending again (already in the store and the scheduler); its
         next attempt is the one after ``live``."""
         rec = replace(live.record, state="pending", attempts=live.attempt)
@@ -872,7 +608,7 @@ class Controller:
         self.written.pop(job_id, None)
         return self.pending.pop(job_id)
 
-    def _live_of(self, job_id: str) -> _Attempt | None:
+    def _live_of(self, job_id: str) -> LiveAttempt | None:
         found = [a for a in self.live.values() if a.job.id == job_id and a.state != "stopping"]
         return found[-1] if found else None
 
@@ -939,33 +675,5 @@ class Controller:
                 self.meter_retry[key] = now + METER_RETRY_S
                 if first:
                     with self._guard(a.job_id, "noting a metering failure"):
-                        js.add_event(self.store, a.job_id, _ms(now), "metering-failed",
+                        js.add_event(self.store, a.job_id, to_ms(now), "metering-failed",
                                      one_line(f"attempt {a.attempt}: {type(e).__name__}: {e}"))  # fmt: skip
-
-
-def _job_of(rec: js.JobRecord) -> tuple[JobSpec, Job]:
-    """A stored job's spec and its core job (in its stored class: a budget may have
-    demoted it)."""
-    spec = JobSpec.model_validate(rec.spec)
-    job = spec.job(
-        rec.id, rec.submitted_ms / 1000, rec.tenant, rec.queue, rec.priority_class, rec.user
-    )
-    return spec, job
-
-
-def _ms(seconds: float) -> int:
-    return round(seconds * 1000)
-
-
-def one_line(text: str, limit: int = 1000) -> str:
-    """``text`` on one line, at most ``limit`` characters (for reasons and events)."""
-    line = " ".join(part.strip() for part in str(text).splitlines() if part.strip())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _stopping_outcome(detail: str | None) -> Outcome:
-    if detail == "preempted":
-        return Outcome.PREEMPTED
-    if detail == "cancel requested":
-        return Outcome.CANCELLED
-    return Outcome.FAILED
