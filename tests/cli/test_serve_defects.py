@@ -475,3 +475,42 @@ def test_fair_use_limits_pending_jobs_per_tenant(tmp_path: Path, db: str) -> Non
                 assert wait_state(c, job, "succeeded")["state"] == "succeeded"
     finally:
         r.stop()
+
+
+def test_3_tenants_sharing_the_run_as_user_are_not_isolated_unless_refused(
+    tmp_path: Path, db: str
+) -> None:
+    """Tenants without a user of their own share the ``--run-as`` uid: one reads another's
+    files (here its scratch directory, found from its own). ``--isolate-tenants`` refuses
+    the jobs of such tenants."""
+    if not ROOT:
+        pytest.skip("the tests run as an ordinary user: tasks cannot switch users here")
+    r = start(tmp_path / "state", db)
+    try:
+        a, b = user_token(r, "ta", "a"), user_token(r, "tb", "b")
+        with r.client(a) as ca, r.client(b) as cb:
+            secret = submit(ca, command=["sh", "-c", "echo SECRET-A > s; sleep 20"], grace=1)
+            wait_state(ca, secret, "running")
+            time.sleep(0.5)
+            spy = submit(cb, command=["sh", "-c", f'p=$(pwd); cat "${{p%/*/*/*}}/{secret}/1/0/s"'])
+            wait_state(cb, spy, "succeeded", "failed")
+            assert "SECRET-A" in logs(cb, spy)  # the same uid: the documented limit
+            ca.post(f"/v1/jobs/{secret}/cancel")
+    finally:
+        r.stop()
+
+
+def test_3_isolate_tenants_refuses_the_jobs_of_tenants_without_a_user(
+    tmp_path: Path, db: str
+) -> None:
+    if not ROOT:
+        pytest.skip("the tests run as an ordinary user: tasks cannot switch users here")
+    r = start(tmp_path / "state", db, tenant_users=["ta=nobody"], isolate_tenants=True)
+    try:
+        a, b = user_token(r, "ta", "a2"), user_token(r, "tb", "b2")
+        with r.client(a) as ca, r.client(b) as cb:
+            refused_b = cb.post("/v1/jobs", json={"command": OK})
+            assert "has no user of its own" in refused(refused_b, 403, "tenant")
+            runs_normally(ca)
+    finally:
+        r.stop()

@@ -146,6 +146,12 @@ def serve_command(
             help="As root: run this tenant's tasks as USER (repeatable).",
         ),
     ] = None,
+    isolate_tenants: Annotated[
+        bool,
+        typer.Option(
+            "--isolate-tenants", help="As root: refuse the jobs of tenants without a --tenant-user."
+        ),
+    ] = False,
     allow_env: Annotated[
         list[str] | None,
         typer.Option(
@@ -226,6 +232,7 @@ def serve_command(
             metrics_public=metrics_public,
             run_as=run_as,
             tenant_users=tenant_user or (),
+            isolate_tenants=isolate_tenants,
             allow_env=allow_env or (),
             limits=(submit_rate or None, submit_burst, max_pending or None),
             task_log_max=log_max,
@@ -327,6 +334,7 @@ def build_server(
     clock: Any = time.time,
     run_as: str | None = None,
     tenant_users: Any = (),
+    isolate_tenants: bool = False,
     allow_env: Any = (),
     limits: tuple[float | None, int, int | None] = (50.0, 200, 10_000),
     task_log_max: int = 64 << 20,
@@ -366,7 +374,7 @@ def build_server(
         os.chmod(state, 0o700)  # the database, tokens and task files are the server's alone
     except OSError as e:
         raise SpecError(f"--state-dir {state}: cannot create it: {e.strerror or e}") from None
-    identity = RunAs.of(run_as, tenant_users, euid=euid)
+    identity = RunAs.of(run_as, tenant_users, euid=euid, isolate_tenants=isolate_tenants)
     allowed = frozenset(allow_env)
     not_loader = sorted(allowed - set(loader_variables(allowed)))
     if not_loader:

@@ -6,6 +6,11 @@ job as its submitter), else ``--run-as`` (default ``nobody``). A control plane r
 ordinary user runs tasks as that user: single-user mode, in which tasks are not isolated from
 the server's files (``docs/serve.md``, "Threat model").
 
+Tenants that share a uid (every tenant without a ``--tenant-user`` of its own runs as the
+``--run-as`` user) are isolated from the server but not from each other: the same uid reads
+the other's files and may signal and trace its processes. ``--isolate-tenants`` refuses the
+jobs of tenants without a user of their own.
+
 ``usable`` answers, from the permission bits along the path, whether a uid/gid (without
 supplementary groups: tasks get none) can enter and list a directory; POSIX ACLs are not read,
 so a directory usable only through an ACL is refused (give it group or other bits instead).
@@ -43,10 +48,19 @@ class RunAs:
     default: tuple[int, int] | None = None
     per_tenant: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     names: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    own_users_only: bool = False
+    """Refuse the jobs of a tenant without a user of its own (``--isolate-tenants``): tasks
+    of tenants that share a uid can read each other's files and signal and trace each
+    other's processes, whatever the permission bits say."""
 
     @classmethod
     def of(
-        cls, run_as: str | None, tenant_users: Iterable[str] = (), *, euid: int | None = None
+        cls,
+        run_as: str | None,
+        tenant_users: Iterable[str] = (),
+        *,
+        euid: int | None = None,
+        isolate_tenants: bool = False,
     ) -> RunAs:
         """From ``suanli serve``'s options: ``--run-as USER`` and ``--tenant-user
         TENANT=USER`` (repeatable). Root: tasks run as those (default ``nobody``); another
@@ -54,9 +68,9 @@ class RunAs:
         euid = os.geteuid() if euid is None else euid
         pairs = list(tenant_users)
         if euid != 0:
-            if run_as is not None or pairs:
+            if run_as is not None or pairs or isolate_tenants:
                 raise SpecError(
-                    "--run-as/--tenant-user: the control plane runs as uid "
+                    "--run-as/--tenant-user/--isolate-tenants: the control plane runs as uid "
                     f"{euid}, not root, so its tasks can only run as that user"
                 )
             return cls()
@@ -72,7 +86,20 @@ class RunAs:
                 raise SpecError(f"--tenant-user: tenant {tenant!r} is mapped twice")
             per[tenant] = _user(user, f"--tenant-user {tenant}")
             names[per[tenant]] = user
-        return cls(default, per, names)
+        uses = [ident for ident in per.values()]
+        shared = sorted(t for t, ident in per.items() if uses.count(ident) > 1)
+        if isolate_tenants and shared:
+            raise SpecError(f"--isolate-tenants: tenants {', '.join(shared)} share a user: "
+                            "give each its own")  # fmt: skip
+        return cls(default, per, names, isolate_tenants)
+
+    def refusal(self, tenant: str) -> str | None:
+        """Why ``tenant``'s jobs may not run (None: they may): with ``own_users_only``, a
+        tenant that has no user of its own."""
+        if self.own_users_only and tenant not in self.per_tenant:
+            return (f"tenant {tenant!r} has no user of its own (--tenant-user), and this "
+                    "control plane isolates tenants from each other (--isolate-tenants)")  # fmt: skip
+        return None
 
     @property
     def isolated(self) -> bool:

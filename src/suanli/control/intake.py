@@ -122,6 +122,9 @@ class Intake:
         tenant = spec.tenant or who.tenant or DEFAULT_TENANT
         if not who.sees(tenant):
             raise Refused(403, f"this token may not submit for tenant {tenant!r}", "tenant")
+        unmapped = self.run_as.refusal(tenant)
+        if unmapped is not None:
+            raise Refused(403, unmapped, "tenant")
         queue = self._queue(spec, who, tenant)
         self._environment(spec)
         self._directories(spec, tenant)
