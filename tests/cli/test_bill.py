@@ -205,7 +205,14 @@ def test_reconcile_is_clean_after_a_bill_and_finds_another_book(
     doc = json.loads(found.stdout)
     for r in doc["results"]:
         assert not r["clean"] and r["differing"] and not r["missing"] and not r["unexpected"]
-        assert all("amount" in d["fields"] and "rate" in d["fields"] for d in r["differing"])
+        assert all("rate" in d["fields"] for d in r["differing"])
+        # The amount differs too, but for charges so small that both round to the same
+        # (a second of a GPU at a low duty: 0.000005).
+        assert all(
+            "amount" in d["fields"]
+            for d in r["differing"]
+            if Decimal(d["ledger"]) >= Decimal("0.01")
+        )
         assert Decimal(r["rated_total"]) > Decimal(r["ledger_total"])
 
     # Billing with the other book is refused, nothing written.

@@ -190,7 +190,7 @@ def _window_busy(jobs: list[Job], capacity: float) -> float:
 def test_load_window_keeps_a_short_list_busy_while_it_arrives(seed: int) -> None:
     cluster = CLUSTERS["h100x16"]
     plain = generate(WorkloadConfig(jobs=2000, seed=seed, load_window=False), cluster)
-    window = generate(WorkloadConfig(jobs=2000, seed=seed), cluster)
+    window = generate(WorkloadConfig(jobs=2000, seed=seed, load_window=True), cluster)
     # Same jobs, only the arrival clock differs.
     assert [j.runtime for j in plain] == [j.runtime for j in window]
     assert _window_busy(window, cluster.total_gpus) == pytest.approx(0.9, rel=1e-6)
@@ -440,11 +440,21 @@ def test_estimates_are_noisy_mostly_over() -> None:
     assert all(j.estimate % 60 == 0 for j in jobs if j.estimate is not None)
 
 
-def test_gpu_util_in_range() -> None:
+def test_gpu_util_follows_the_duty_profiles() -> None:
+    # Fractional jobs draw from the GenAI serving trace, whole-GPU ones from Jeon et al.
     jobs = generate(WorkloadConfig(jobs=20000, seed=32), CLUSTERS["h100x16"])
-    util = np.array([j.gpu_util for j in jobs if j.task.gpus])
-    assert util.min() >= 0.01 and util.max() <= 1.0
-    assert util.mean() == pytest.approx(2.0 / 3.6, abs=0.02)
+    frac = np.array([j.gpu_util for j in jobs if j.task.gpus and j.task.gpu_milli < MILLI])
+    whole = np.array(
+        [
+            j.gpu_util
+            for j in jobs
+            if j.tasks == 1 and j.task.gpus == 1 and j.task.gpu_milli == MILLI
+        ]
+    )
+    assert 0 <= frac.min() and frac.max() <= 0.2787 + 1e-9
+    assert frac.mean() == pytest.approx(0.0645, abs=0.01)
+    assert whole.mean() == pytest.approx(0.5238, abs=0.02)
+    assert all(j.gpu_util == 1.0 for j in jobs if not j.task.gpus)
 
 
 def test_config_is_hashable_and_normalises_priority_mix() -> None:
@@ -489,7 +499,8 @@ BAD_CONFIGS = {
     "missing_share_above_one": Bad({"estimate_missing_share": 1.2}, "estimate_missing_share"),
     "zero_estimate_median": Bad({"estimate_factor_median": 0.0}, "estimate_factor_median"),
     "negative_estimate_sigma": Bad({"estimate_factor_sigma": -1.0}, "estimate_factor_sigma"),
-    "zero_util_alpha": Bad({"gpu_util_alpha": 0.0}, "gpu_util_alpha"),
+    "unknown_duty": Bad({"duty": "busy"}, "duty"),
+    "declared_duty": Bad({"duty": "declared"}, "duty"),
 }
 
 

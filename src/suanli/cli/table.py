@@ -1,9 +1,11 @@
 """The side-by-side results table of ``suanli simulate``: one column per policy set.
 
-Durations of one row share a unit, picked from the row's largest value and shown in the row
-name (``JCT mean (h)``), so the cells are bare numbers that line up. The best value of a row
-is bold green when the policy sets differ (higher is better for allocation, utilisation and
-finished jobs; lower for times and unfinished jobs).
+All durations of the table share one unit, picked from its job-level rows (JCT and queueing
+delay) and shown in each row name (``JCT mean (h)``), so the cells are bare numbers that line
+up and compare across rows. The best value of a row is marked ``*`` (and bold green on a
+terminal) when the policy sets differ (higher is better for allocation, utilisation and
+finished jobs; lower for times and unfinished jobs). Policy sets that plan with the true
+runtimes (``sjf``, ``…-oracle``) say so in their header: no real scheduler knows them.
 """
 
 from __future__ import annotations
@@ -53,11 +55,12 @@ def _decimals(values: Sequence[float]) -> int:
     return 2 if low < 10 else 1 if low < 100 else 0
 
 
-def _cells(row: _Row) -> tuple[str, list[str]]:
-    """The row's display name and its formatted cells ('-' for a value that does not exist)."""
+def _cells(row: _Row, unit: tuple[str, float] | None = None) -> tuple[str, list[str]]:
+    """The row's display name and its formatted cells ('-' for a value that does not exist);
+    durations in ``unit`` (else the row's own)."""
     name, values = row.name, row.values
     if row.kind == "duration":
-        unit, scale = _duration_unit(values)
+        unit, scale = unit or _duration_unit(values)
         name, values = f"{name} ({unit})", [v / scale for v in values]
         digits = _decimals(values)
     elif row.kind == "percent":
@@ -105,6 +108,8 @@ def results_rows(results: Sequence[SimResult]) -> list[list[_Row]]:
             row("GPU allocation", lambda r: r.gpu_allocation, "percent", "max"),
             row("GPU utilisation", lambda r: r.gpu_utilisation, "percent", "max"),
             row("GPU allocation, whole run", lambda r: r.gpu_allocation_run, "percent", "max"),
+            row("GPU utilisation, whole run", lambda r: r.gpu_utilisation_run, "percent", "max"),
+            *_model_rows(results),
         ],
         [
             row("JCT mean", lambda r: r.jct.mean, "duration", "min"),
@@ -147,18 +152,60 @@ def results_rows(results: Sequence[SimResult]) -> list[list[_Row]]:
     return sections
 
 
+def _model_rows(results: Sequence[SimResult]) -> list[_Row]:
+    """Allocation and utilisation of each GPU model's own GPUs, when there are several."""
+    models = list(dict.fromkeys(m for r in results for m in r.by_model))
+    if len(models) < 2:
+        return []
+    nan = float("nan")
+    rows = []
+    for m in models:
+        for what, get in (
+            ("allocation", lambda u: u.gpu_allocation),
+            ("utilisation", lambda u: u.gpu_utilisation),
+        ):
+            values = [get(r.by_model[m]) if m in r.by_model else nan for r in results]
+            rows.append(_Row(f"GPU {what} [{m}]", values, "percent", "max"))
+    return rows
+
+
+def is_oracle(label: str) -> bool:
+    """Whether a policy set plans with the true runtimes: queue ``sjf`` or an ``-oracle``
+    (``@oracle``) runtime estimator."""
+    queue = label.split("+", 1)[0].split("/", 1)[0]
+    return queue == "sjf" or "-oracle" in label or "@oracle" in label
+
+
+def _table_unit(sections: list[list[_Row]]) -> tuple[str, float]:
+    """One unit for every duration of the table, from its job-level rows (JCT and queueing
+    delay): those are what the table compares, the makespan follows them."""
+    jobs = [v for sec in sections for r in sec if r.kind == "duration" and r.name != "makespan"
+            for v in r.values]  # fmt: skip
+    if _finite(jobs):
+        return _duration_unit(jobs)
+    return _duration_unit([v for sec in sections for r in sec if r.kind == "duration"
+                           for v in r.values])  # fmt: skip
+
+
 def results_table(results: Sequence[SimResult], *, title: str | None = None) -> Table:
-    """A rich table: metrics down, one column per result (header: its label, split at ``+``)."""
+    """A rich table: metrics down, one column per result (header: its label, split at ``+``,
+    with ``(oracle)`` under a policy set that knows true runtimes)."""
     table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("", style="bold", no_wrap=True)
     for r in results:
-        table.add_column(r.label.replace("+", "\n+"), justify="right", no_wrap=True)
-    for i, section in enumerate(results_rows(results)):
+        head = r.label.replace("+", "\n+") + ("\n(oracle)" if is_oracle(r.label) else "")
+        table.add_column(head, justify="right", no_wrap=True)
+    sections = results_rows(results)
+    unit = _table_unit(sections)
+    for i, section in enumerate(sections):
         if i:
             table.add_section()
         for row in section:
-            name, cells = _cells(row)
+            name, cells = _cells(row, unit)
             best = _best(row)
-            styled = [Text(c, style="bold green" if j == best else "") for j, c in enumerate(cells)]
+            styled = [
+                Text(c + "*", style="bold green") if j == best else Text(c + " ")
+                for j, c in enumerate(cells)
+            ]
             table.add_row(Text(name), *styled)
     return table

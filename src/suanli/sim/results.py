@@ -36,11 +36,76 @@ class Stats:
 
 @dataclass(frozen=True, slots=True)
 class GroupStats:
-    """Job completion time and queueing delay of one group of jobs."""
+    """Job completion time and queueing delay of one group of jobs (those that arrived in the
+    measurement window), and the share of the cluster's GPU capacity the group held and kept
+    busy over the window."""
 
     jobs: int
     jct: Stats
     wait: Stats
+    gpu_allocation: float = float("nan")
+    gpu_utilisation: float = float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUse:
+    """One GPU model over the measurement window: its GPUs, and the share of their capacity
+    allocated and kept busy."""
+
+    gpus: int
+    gpu_allocation: float
+    gpu_utilisation: float
+
+
+WARMUP = 0.1
+"""Share of the arrival span ``suanli simulate``'s measurement window leaves out at its start
+(the warm-up, while the cluster fills)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The part of a run a summary measures, in seconds after the first arrival.
+
+    Default: from ``warmup`` of the arrival span (the warm-up, while the cluster fills; none by
+    default, ``WARMUP`` in ``suanli simulate``) to the last arrival (after it the cluster
+    drains). A run whose jobs all arrive at once is measured whole. ``start``/``end`` override
+    either side.
+    """
+
+    start: float | None = None
+    end: float | None = None
+    warmup: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            v = getattr(self, name)
+            if v is not None and not (v >= 0 and v != float("inf")):
+                raise ValueError(f"window {name} must be a finite number of seconds >= 0, got {v}")
+        if not 0 <= self.warmup < 1:
+            raise ValueError(f"window warm-up must be a share in [0, 1), got {self.warmup}")
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ValueError(
+                f"window end ({self.end:g} s) must come after its start ({self.start:g} s)"
+            )
+
+    def resolve(self, t0: float, ta: float, t1: float) -> tuple[float, float, str]:
+        """(start, end, how) in absolute seconds, for a run whose first arrival is ``t0``, last
+        ``ta`` and end ``t1``."""
+        if self.start is None and self.end is None and ta <= t0:
+            return t0, t1, "the whole run (every job arrives at once)"
+        end = t0 + self.end if self.end is not None else ta
+        start = t0 + self.start if self.start is not None else t0 + self.warmup * (ta - t0)
+        end = min(end, t1)
+        start = min(start, end)
+        parts = []
+        if self.start is None and self.warmup > 0:
+            parts.append(f"the first {self.warmup:.0%} of the arrivals (warm-up)")
+        if self.end is None:
+            parts.append("the drain after the last arrival")
+        how = "leaves out " + " and ".join(parts) if parts else "as given"
+        if self.start is None and self.warmup == 0 and self.end is not None:
+            how = "from the first arrival, as given"
+        return start, end, how
 
 
 @dataclass(slots=True)
@@ -108,13 +173,15 @@ class SimResult:
     unfinished: int
     makespan: float
     gpu_allocation: float
-    """Time-weighted share of GPU capacity allocated while the workload arrives (first to last
-    arrival): the figure to compare policies on, free of the drain at the end."""
+    """Time-weighted share of GPU capacity allocated over the measurement window (``window``):
+    the figure to compare policies on, free of the warm-up and of the drain at the end."""
     gpu_utilisation: float
-    """Same window: share of GPU capacity kept busy (allocation × each job's ``gpu_util``)."""
+    """Same window: share of GPU capacity kept busy (each job's allocation × its GPU duty,
+    ``Job.gpu_util``)."""
     gpu_allocation_run: float
     """Time-weighted share of GPU capacity allocated from the first arrival to the end of the run."""
     jct: Stats
+    """Jobs that arrived in the window (``jct_run``: all of them)."""
     wait: Stats
     by_class: dict[str, GroupStats]
     by_tenant: dict[str, GroupStats]
@@ -136,6 +203,16 @@ class SimResult:
     """Per job (record order): what metering needs besides the records."""
     budget_alerts: list[str] = field(default_factory=list)
     """Budget thresholds crossed during the run, in order."""
+    window: tuple[float, float] = (0.0, 0.0)
+    """The measurement window, absolute seconds (start, end)."""
+    window_rule: str = ""
+    """How the window was chosen, in words."""
+    window_jobs: int = 0
+    """Jobs that arrived in the window (what ``jct``, ``wait`` and the groups count)."""
+    gpu_utilisation_run: float = float("nan")
+    jct_run: Stats | None = None
+    wait_run: Stats | None = None
+    by_model: dict[str, ModelUse] = field(default_factory=dict)
 
     @property
     def decisions_per_s(self) -> float:
@@ -161,7 +238,16 @@ class SimResult:
             }
 
         def grp(g: dict[str, GroupStats]) -> dict[str, Any]:
-            return {k: {"jobs": v.jobs, "jct": st(v.jct), "wait": st(v.wait)} for k, v in g.items()}
+            return {
+                k: {
+                    "jobs": v.jobs,
+                    "jct": st(v.jct),
+                    "wait": st(v.wait),
+                    "gpu_allocation": num(v.gpu_allocation),
+                    "gpu_utilisation": num(v.gpu_utilisation),
+                }
+                for k, v in g.items()
+            }
 
         return {
             "policy": self.label,
@@ -175,8 +261,28 @@ class SimResult:
             "gpu_allocation": self.gpu_allocation,
             "gpu_utilisation": self.gpu_utilisation,
             "gpu_allocation_run": self.gpu_allocation_run,
+            "window": {
+                "start_s": self.window[0],
+                "end_s": self.window[1],
+                "rule": self.window_rule,
+                "jobs": self.window_jobs,
+            },
             "jct_s": st(self.jct),
             "queueing_delay_s": st(self.wait),
+            "whole_run": {
+                "gpu_allocation": self.gpu_allocation_run,
+                "gpu_utilisation": num(self.gpu_utilisation_run),
+                "jct_s": st(self.jct_run) if self.jct_run is not None else None,
+                "queueing_delay_s": st(self.wait_run) if self.wait_run is not None else None,
+            },
+            "by_gpu_model": {
+                k: {
+                    "gpus": v.gpus,
+                    "gpu_allocation": num(v.gpu_allocation),
+                    "gpu_utilisation": num(v.gpu_utilisation),
+                }
+                for k, v in self.by_model.items()
+            },
             "by_priority_class": grp(self.by_class),
             "by_tenant": grp(self.by_tenant),
             "cycles": self.cycles,
@@ -209,12 +315,83 @@ def _time_weighted(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float:
     return float((v * np.diff(edges)).sum() / (t1 - t0))
 
 
-def _groups(keys: list[str], jct: np.ndarray, wait: np.ndarray) -> dict[str, GroupStats]:
+def _groups(
+    keys: list[str],
+    jct: np.ndarray,
+    wait: np.ndarray,
+    inside: np.ndarray,
+    held: np.ndarray,
+    busy: np.ndarray,
+) -> dict[str, GroupStats]:
+    """Per group: the stats of its jobs that arrived in the window (``inside``), and its share
+    of the window's GPU capacity held and kept busy (``held``/``busy``: per job, already
+    divided by capacity x window)."""
     names, inv = np.unique(np.array(keys, dtype=object), return_inverse=True)
+    held_g = np.bincount(inv, weights=held, minlength=len(names))
+    busy_g = np.bincount(inv, weights=busy, minlength=len(names))
     out = {}
     for gi, name in enumerate(names):
-        sel = inv == gi
-        out[str(name)] = GroupStats(int(sel.sum()), Stats.of(jct[sel]), Stats.of(wait[sel]))
+        sel = (inv == gi) & inside
+        out[str(name)] = GroupStats(
+            int(sel.sum()),
+            Stats.of(jct[sel]),
+            Stats.of(wait[sel]),
+            float(held_g[gi]),
+            float(busy_g[gi]),
+        )
+    return out
+
+
+def _window_use(
+    rec: JobRecords, util: np.ndarray, w0: float, w1: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per attempt: GPU-milli-seconds held inside [w0, w1], and the same for busy; and the
+    attempts' job indices."""
+    if rec.attempts is None or rec.use is None or not len(rec.attempts[0]):
+        empty = np.zeros(0)
+        return empty, empty, np.zeros(0, np.int64)
+    job, start, end = rec.attempts
+    overlap = np.clip(np.minimum(end, w1) - np.maximum(start, w0), 0.0, None)
+    held = rec.use.gpu_milli * overlap
+    return held, held * util[job], job
+
+
+def _by_model(
+    cluster: ClusterSpec, rec: JobRecords, held: np.ndarray, busy: np.ndarray, span: float
+) -> dict[str, ModelUse]:
+    """Each GPU model's share of its own capacity allocated and busy over the window."""
+    gpus: dict[str, int] = {}
+    for n in cluster.nodes:
+        if n.gpus and n.gpu_model is not None:
+            gpus[n.gpu_model.name] = gpus.get(n.gpu_model.name, 0) + n.gpus
+    if not gpus:
+        return {}
+    use = rec.use
+    h = dict.fromkeys(gpus, 0.0)
+    b = dict.fromkeys(gpus, 0.0)
+    if use is not None and len(held):
+        models = use.models
+        for m in np.unique(use.model).tolist():
+            if m < 0:
+                continue
+            sel = use.model == m
+            h[models[m]] += float(held[sel].sum())
+            b[models[m]] += float(busy[sel].sum())
+        # Attempts across models: their first node's model took it all; split it.
+        for a, split in use.mixed.items():
+            total = sum(milli for _, milli in split) or 1
+            first = models[int(use.model[a])]
+            h[first] -= float(held[a])
+            b[first] -= float(busy[a])
+            for m, milli in split:
+                h[models[m]] += float(held[a]) * milli / total
+                b[models[m]] += float(busy[a]) * milli / total
+    out = {}
+    for name, count in gpus.items():
+        cap = count * MILLI * span
+        out[name] = ModelUse(
+            count, h[name] / cap if cap > 0 else 0.0, b[name] / cap if cap > 0 else 0.0
+        )
     return out
 
 
@@ -231,6 +408,7 @@ def summarise(
     wall_s: float,
     explain: dict[str, list[tuple[float, str]]] | None = None,
     budget_alerts: list[str] | None = None,
+    window: Window | None = None,
 ) -> SimResult:
     t, alloc, busy, pending = series
     cap = max(cluster.total_gpus * MILLI, 1)
@@ -239,14 +417,19 @@ def summarise(
     t0 = float(rec.submit.min()) if len(rec.submit) else 0.0
     last = float(np.nanmax(rec.finish)) if finished.any() else t0
     t1 = end if end is not None else max(last, float(t[-1]) if len(t) else t0)
-    # The arrival window; a single arrival (or all at once) falls back to the whole run.
     ta = min(float(rec.submit.max()) if len(rec.submit) else t0, t1)
-    if ta <= t0:
-        ta = t1
+    w0, w1, rule = (window or Window()).resolve(t0, ta, t1)
     jct = rec.finish - rec.submit
     wait = rec.start - rec.submit
+    inside = (rec.submit >= w0) & (rec.submit <= w1)
     tenants = [j.tenant for j in jobs]
     classes = [j.priority_class for j in jobs]
+    util = np.fromiter((j.gpu_util for j in jobs), np.float64, len(jobs))
+    held_a, busy_a, job_a = _window_use(rec, util, w0, w1)
+    span = w1 - w0
+    scale = 1.0 / (cap * span) if span > 0 else 0.0
+    held_j = np.bincount(job_a, weights=held_a, minlength=len(jobs)) * scale
+    busy_j = np.bincount(job_a, weights=busy_a, minlength=len(jobs)) * scale
     return SimResult(
         label=label,
         cluster=cluster.name,
@@ -256,13 +439,13 @@ def summarise(
         finished=int(finished.sum()),
         unfinished=int((~finished).sum()),
         makespan=last - t0,
-        gpu_allocation=_time_weighted(t, alloc / cap, t0, ta),
-        gpu_utilisation=_time_weighted(t, busy / cap, t0, ta),
+        gpu_allocation=_time_weighted(t, alloc / cap, w0, w1),
+        gpu_utilisation=_time_weighted(t, busy / cap, w0, w1),
         gpu_allocation_run=_time_weighted(t, alloc / cap, t0, t1),
-        jct=Stats.of(jct),
-        wait=Stats.of(wait),
-        by_class=_groups(classes, jct, wait),
-        by_tenant=_groups(tenants, jct, wait),
+        jct=Stats.of(jct[inside]),
+        wait=Stats.of(wait[inside]),
+        by_class=_groups(classes, jct, wait, inside, held_j, busy_j),
+        by_tenant=_groups(tenants, jct, wait, inside, held_j, busy_j),
         cycles=cycles,
         decisions=decisions,
         wall_s=wall_s,
@@ -275,7 +458,14 @@ def summarise(
         explain=explain or {},
         budget_alerts=budget_alerts or [],
         job_queue=[j.queue for j in jobs],
-        job_gpu_util=np.fromiter((j.gpu_util for j in jobs), np.float64, len(jobs)),
+        job_gpu_util=util,
         job_storage_gb=np.fromiter((j.storage_gb for j in jobs), np.float64, len(jobs)),
         job_network_gb=np.fromiter((j.network_gb for j in jobs), np.float64, len(jobs)),
+        window=(w0, w1),
+        window_rule=rule,
+        window_jobs=int(inside.sum()),
+        gpu_utilisation_run=_time_weighted(t, busy / cap, t0, t1),
+        jct_run=Stats.of(jct),
+        wait_run=Stats.of(wait),
+        by_model=_by_model(cluster, rec, held_a, busy_a, span),
     )

@@ -5,14 +5,23 @@ figures taken from the traces) and ``docs/workload.md``.
 """
 
 from suanli.workload.calibration import PHILLY_RUNTIME, QuantileTable, RuntimeModel
-from suanli.workload.synthetic import WorkloadConfig, generate, offered_load, tenant_paths
+from suanli.workload.info import WorkloadInfo
+from suanli.workload.synthetic import (
+    WorkloadConfig,
+    generate,
+    generate_with_info,
+    offered_load,
+    tenant_paths,
+)
 
 __all__ = [
     "PHILLY_RUNTIME",
     "QuantileTable",
     "RuntimeModel",
     "WorkloadConfig",
+    "WorkloadInfo",
     "generate",
+    "generate_with_info",
     "offered_load",
     "tenant_paths",
 ]

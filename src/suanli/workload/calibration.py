@@ -141,12 +141,8 @@ ESTIMATE_MISSING_SHARE = 0.2
 ESTIMATE_FACTOR_MEDIAN = 2.0
 ESTIMATE_FACTOR_SIGMA = 0.7
 
-# GPU utilisation: ASSUMPTION, no trace here has per-job GPU utilisation. Beta(2.0, 1.6),
-# rounded to 0.01: mean 0.56, P10 0.23, P90 0.86, 16% of jobs below 0.3. In the spirit of the
-# low utilisation reported for shared training clusters (Jeon et al., ATC'19), not measured.
-# CPU-only jobs get 1.0 (the Job default; they hold no GPU).
-GPU_UTIL_ALPHA = 2.0
-GPU_UTIL_BETA = 1.6
+# GPU duty (utilisation of the GPUs a job holds): see suanli.workload.duty, which takes it from
+# Jeon et al. (ATC'19) for training and from Alibaba's GenAI serving trace for inference.
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,8 +58,6 @@ from suanli.workload.calibration import (
     GANG_GPUS_PER_TASK,
     GANG_SHARE,
     GANG_TASKS,
-    GPU_UTIL_ALPHA,
-    GPU_UTIL_BETA,
     MODEL_CONSTRAINED_SHARE,
     MULTI_GPU_SHAPES,
     MULTI_GPU_SHARE,
@@ -71,6 +69,8 @@ from suanli.workload.calibration import (
     TENANTS,
     RuntimeModel,
 )
+from suanli.workload.duty import parse_duty
+from suanli.workload.info import WorkloadInfo
 
 # --------------------------------------------------------------------------------------------
 # Configuration
@@ -101,20 +101,28 @@ class WorkloadConfig:
     to 1. Invalid values raise ``SpecError`` naming the field.
     """
 
-    jobs: int = 2000
+    jobs: int | None = 2000
+    """Jobs to draw; None: as many as ``horizon`` holds at the offered load (derived)."""
     seed: int = 0
     target_load: float | None = 0.9
     """Offered load: mean GPU-seconds asked per second / the cluster's GPU capacity."""
     arrival_rate: float | None = None
     """Jobs per second (Poisson)."""
+    horizon: float | None = None
+    """Seconds over which the jobs arrive. With ``jobs`` None, the job count is derived from it
+    and the offered load (or ``arrival_rate``); with ``jobs`` set (and no load or rate), the
+    arrival rate is derived: the jobs arrive over exactly this span."""
+    time_limit: float | None = None
+    """Wall-clock seconds a job may run on the cluster (as a partition's time limit): drawn
+    runtimes that would run longer on the slowest GPUs the job may get are cut to it."""
     speed_weighted_load: bool = True
     """Capacity for ``target_load``: True (default), sum of GPUs x model speed, the capacity the
     simulator really has; False, the GPU count."""
-    load_window: bool = True
-    """True (default): ``target_load`` is the busy fraction while the jobs arrive, counting only
-    GPU-seconds before the last arrival (see ``generate``). With Philly's heavy tail most of a
-    short list's GPU-seconds fall after its last arrival, so the plain mean would leave the
-    cluster far below the target for the whole window."""
+    load_window: bool = False
+    """True: ``target_load`` is the busy fraction while the jobs arrive, counting only
+    GPU-seconds before the last arrival (see ``generate``): a burst that fills the cluster
+    while it arrives and then drains for as long as its longest job. False (default): the
+    plain mean, a steady arrival process."""
     cpu_only_share: float = CPU_ONLY_SHARE
     fractional_share: float = FRACTIONAL_SHARE
     multi_gpu_share: float = MULTI_GPU_SHARE
@@ -134,26 +142,41 @@ class WorkloadConfig:
     estimate_missing_share: float = ESTIMATE_MISSING_SHARE
     estimate_factor_median: float = ESTIMATE_FACTOR_MEDIAN
     estimate_factor_sigma: float = ESTIMATE_FACTOR_SIGMA
-    gpu_util_alpha: float = GPU_UTIL_ALPHA
-    gpu_util_beta: float = GPU_UTIL_BETA
+    duty: str = "synthetic"
+    """GPU duty profile of the jobs (``suanli.workload.duty``): by default fractional-GPU jobs
+    draw from Alibaba's GenAI serving trace, whole-GPU jobs from Jeon et al.'s Philly means."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.jobs, bool) or not isinstance(self.jobs, (int, np.integer)):
-            raise _bad("jobs", f"must be an integer, got {self.jobs!r}")
-        if self.jobs < 0:
-            raise _bad("jobs", f"must be >= 0, got {self.jobs}")
+        if self.jobs is not None:
+            if isinstance(self.jobs, bool) or not isinstance(self.jobs, (int, np.integer)):
+                raise _bad("jobs", f"must be an integer, got {self.jobs!r}")
+            if self.jobs < 0:
+                raise _bad("jobs", f"must be >= 0, got {self.jobs}")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise _bad("seed", f"must be an integer >= 0, got {self.seed!r}")
-        if (self.target_load is None) == (self.arrival_rate is None):
+        for name in ("target_load", "arrival_rate", "horizon", "time_limit"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not (math.isfinite(v) and v > 0)):
+                raise _bad(name, f"must be a finite number > 0, got {v}")
+        given = (self.target_load is not None) + (self.arrival_rate is not None)
+        if self.jobs is None and self.horizon is None:
+            raise _bad("jobs", "give jobs, or a horizon to derive them from")
+        if self.jobs is not None and self.horizon is not None:
+            if given:
+                raise _bad(
+                    "horizon",
+                    "with both jobs and horizon the arrival rate is derived: leave target_load "
+                    f"and arrival_rate unset (got target_load={self.target_load}, "
+                    f"arrival_rate={self.arrival_rate})",
+                )
+        elif given != 1:
             raise _bad(
                 "target_load",
                 "set exactly one of target_load and arrival_rate "
                 f"(got target_load={self.target_load}, arrival_rate={self.arrival_rate})",
             )
-        for name in ("target_load", "arrival_rate"):
-            v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and v > 0):
-                raise _bad(name, f"must be a finite number > 0, got {v}")
+        if self.load_window and (self.horizon is not None or self.target_load is None):
+            raise _bad("load_window", "applies only to target_load without a horizon")
         for name in _SHARE_FIELDS:
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
@@ -198,10 +221,11 @@ class WorkloadConfig:
             raise _bad("estimate_factor_median", f"must be > 0, got {self.estimate_factor_median}")
         if not (math.isfinite(self.estimate_factor_sigma) and self.estimate_factor_sigma >= 0):
             raise _bad("estimate_factor_sigma", f"must be >= 0, got {self.estimate_factor_sigma}")
-        for name in ("gpu_util_alpha", "gpu_util_beta"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise _bad(name, f"must be > 0, got {v}")
+        try:
+            if parse_duty(self.duty).kind == "declared":
+                raise SpecError("'declared' has nothing to declare in a synthetic workload")
+        except SpecError as e:
+            raise _bad("duty", str(e)) from None
 
     @property
     def priority_pairs(self) -> tuple[tuple[str, float], ...]:
@@ -299,6 +323,7 @@ class _Nodes:
     models: tuple[str, ...]
     model_gpus: np.ndarray  # total GPUs per model
     min_gpu_mem: int
+    speed: np.ndarray  # per node: its GPU model's speed (1.0 for CPU-only nodes)
 
     @staticmethod
     def of(cluster: ClusterSpec) -> _Nodes:
@@ -319,6 +344,7 @@ class _Nodes:
             models=models,
             model_gpus=model_gpus,
             min_gpu_mem=min(mems) if mems else 0,
+            speed=np.array([n.gpu_model.speed if n.gpu_model else 1.0 for n in nodes], float),
         )
 
     def fit(self, gpus: int, model: int, cpu: int, mem: int) -> tuple[int, int, int]:
@@ -362,6 +388,7 @@ class _Recipe:
     request: TaskRequest
     gpus: int  # GPUs per task after clamping
     slots: int  # tasks of this request the empty cluster holds
+    slowest: float  # speed of the slowest node it may run on (1.0 without GPUs)
 
 
 def _recipe(code: int, row: int, size: int, model: int, nodes: _Nodes) -> _Recipe:
@@ -387,42 +414,38 @@ def _recipe(code: int, row: int, size: int, model: int, nodes: _Nodes) -> _Recip
         memory_mib=mem,
         gpu_models=frozenset((nodes.models[model],)) if model >= 0 else frozenset(),
     )
-    return _Recipe(request, gpus, slots)
+    slowest = 1.0
+    if gpus:
+        ok = nodes.gpus >= gpus
+        if model >= 0:
+            ok &= nodes.model == model
+        slowest = float(nodes.speed[ok].min())
+    return _Recipe(request, gpus, slots, slowest)
 
 
-def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
-    """Draw ``config.jobs`` jobs for ``cluster``, sorted by submit time.
+@dataclass(frozen=True, slots=True)
+class _Drawn:
+    """Every job's drawn attributes but its arrival, tenant, priority, estimate and duty."""
 
-    Contract:
-    - deterministic in (config, cluster); ids ``j000001``... zero-padded (wider past a
-      million jobs), in submit order;
-    - submit times: a Poisson process from t = 0 (the first job at 0, exponential gaps);
-    - every job fits ``cluster`` when empty: per task, some node (of the pinned model, if
-      any) holds its GPUs, CPU and memory, and a gang's tasks all fit at once, so its GPUs
-      never exceed the cluster's. Larger requests are clamped: GPUs per task to the largest
-      node (a gang keeps its total GPUs by taking more, smaller tasks, up to what the cluster
-      holds), CPU and memory scaled down together. The realised class shares can then differ
-      from the config (e.g. no multi-GPU jobs on a cluster of 1-GPU nodes). Node health is
-      not looked at;
-    - a cluster without GPUs gets CPU-only jobs only;
-    - ``target_load``: the arrival rate is set from the DRAWN jobs so that their mean
-      GPU-seconds (reference speed) per job x rate / capacity == target_load, capacity being
-      the cluster's GPU count (or GPUs x speed with ``speed_weighted_load``). If the cluster
-      has no GPUs or the jobs ask for none, CPU-seconds over the cluster's cores are used.
-      With ``load_window`` the target is instead the busy fraction of the capacity between
-      the first and the last arrival if no job ever waited (a job still running at the last
-      arrival counts up to then); the rate is found by bisection. With heavy-tailed runtimes
-      and few jobs, most GPU-seconds of the default basis fall after the last arrival, so
-      this basis is the one that keeps a short list busy while it arrives;
-    - task requests are shared: jobs of one shape hold the same ``TaskRequest`` object.
-    """
-    n = config.jobs
-    if n == 0:
-        return []
-    nodes = _Nodes.of(cluster)
+    nodes: _Nodes
+    cls: np.ndarray
+    recipe: np.ndarray  # index into recipes
+    recipes: list[_Recipe]
+    tasks: np.ndarray
+    gpus: np.ndarray  # GPUs per task
+    runtime: np.ndarray  # reference seconds, after the cap and the time limit
+    gpu_width: np.ndarray  # GPUs the job holds (fractional shares count as such)
+    cpu_width: np.ndarray  # CPU cores the job holds
+    capped: int  # jobs the time limit cut
+    cut: float  # share of the GPU-seconds the time limit cut
+    streams: list[np.random.Generator]
+
+
+def _draw(config: WorkloadConfig, nodes: _Nodes, n: int) -> _Drawn:
+    """Draw ``n`` jobs' shapes and runtimes (see ``generate``)."""
     has_gpus = int(nodes.gpus.sum()) > 0
-    (s_arrival, s_class, s_size, s_shape, s_runtime, s_tenant, s_prio, s_est, s_util,
-     s_model) = np.random.default_rng(config.seed).spawn(10)  # fmt: skip
+    streams = np.random.default_rng(config.seed).spawn(10)
+    _, s_class, s_size, s_shape, s_runtime, _, _, _, _, s_model = streams
 
     # Class of each job.
     if has_gpus:
@@ -488,7 +511,7 @@ def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
         c, sz = divmod(c, _SIZES)
         code, rw = divmod(c, _ROWS)
         r = _recipe(code, rw, sz, md - 1, nodes)
-        recipes.append(_Recipe(made.setdefault(r.request, r.request), r.gpus, r.slots))
+        recipes.append(_Recipe(made.setdefault(r.request, r.request), r.gpus, r.slots, r.slowest))
     r_gpus = np.array([r.gpus for r in recipes], np.int64)
     r_slots = np.array([r.slots for r in recipes], np.int64)
     r_share = np.array([r.request.gpu_share_milli for r in recipes], np.int64)
@@ -517,18 +540,118 @@ def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
     runtime = np.maximum(np.round(runtime), 1.0) * config.runtime_scale
     if config.runtime_cap is not None:
         runtime = np.minimum(runtime, config.runtime_cap)
+    gpu_width = r_share[recipe] / MILLI * tasks
+    uncut = float((gpu_width * runtime).sum())
+    capped = 0
+    if config.time_limit is not None:
+        # Reference seconds the job may run: the limit on the slowest node it may get.
+        limit = config.time_limit * np.array([r.slowest for r in recipes])[recipe]
+        over = runtime > limit
+        capped = int(over.sum())
+        runtime = np.where(over, limit, runtime)
+    cut = 1.0 - float((gpu_width * runtime).sum()) / uncut if uncut > 0 else 0.0
+    return _Drawn(
+        nodes, cls, recipe, recipes, tasks, gpus, runtime, gpu_width,
+        r_cpu[recipe] / 1000.0 * tasks, capped, cut, streams,
+    )  # fmt: skip
+
+
+PILOT_JOBS = 100_000
+"""Jobs drawn to learn the mean job size when the job count is derived from a horizon."""
+
+
+def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
+    """Draw ``config.jobs`` jobs for ``cluster``, sorted by submit time (see
+    ``generate_with_info``, which also says how the workload's size and pace came about).
+    """
+    return generate_with_info(config, cluster)[0]
+
+
+def generate_with_info(
+    config: WorkloadConfig, cluster: ClusterSpec
+) -> tuple[list[Job], WorkloadInfo]:
+    """Draw ``config.jobs`` jobs for ``cluster``, sorted by submit time, and say how.
+
+    Contract:
+    - deterministic in (config, cluster); ids ``j000001``... zero-padded (wider past a
+      million jobs), in submit order;
+    - submit times: a Poisson process from t = 0 (the first job at 0, exponential gaps);
+    - ``horizon`` without ``jobs``: the job count is the arrival rate (from ``target_load`` and
+      the mean job of a pilot draw of ``PILOT_JOBS``, or ``arrival_rate``) times the horizon;
+      the rate is then set from the drawn jobs as below, so the span is the horizon up to the
+      sampling error of the mean. ``jobs`` with ``horizon``: the arrival rate is derived, the
+      last job arriving at exactly ``horizon``;
+    - ``time_limit``: no job runs longer than it on the slowest node it may be placed on
+      (nodes with enough GPUs of its pinned model; CPU-only jobs at speed 1.0); the runtimes
+      over it are cut (the arrival rate is set from the cut runtimes);
+    - every job fits ``cluster`` when empty: per task, some node (of the pinned model, if
+      any) holds its GPUs, CPU and memory, and a gang's tasks all fit at once, so its GPUs
+      never exceed the cluster's. Larger requests are clamped: GPUs per task to the largest
+      node (a gang keeps its total GPUs by taking more, smaller tasks, up to what the cluster
+      holds), CPU and memory scaled down together. The realised class shares can then differ
+      from the config (e.g. no multi-GPU jobs on a cluster of 1-GPU nodes). Node health is
+      not looked at;
+    - a cluster without GPUs gets CPU-only jobs only;
+    - ``target_load``: the arrival rate is set from the DRAWN jobs so that their mean
+      GPU-seconds (reference speed) per job x rate / capacity == target_load, capacity being
+      the cluster's GPU count (or GPUs x speed with ``speed_weighted_load``). If the cluster
+      has no GPUs or the jobs ask for none, CPU-seconds over the cluster's cores are used.
+      With ``load_window`` the target is instead the busy fraction of the capacity between
+      the first and the last arrival if no job ever waited (a job still running at the last
+      arrival counts up to then); the rate is found by bisection. With heavy-tailed runtimes
+      and few jobs, most GPU-seconds of the default basis fall after the last arrival, so
+      this basis is the one that keeps a short list busy while it arrives;
+    - task requests are shared: jobs of one shape hold the same ``TaskRequest`` object.
+    """
+    nodes = _Nodes.of(cluster)
+    n = config.jobs
+    derived = "horizon"
+    if n is None:
+        assert config.horizon is not None
+        derived = "jobs"
+        rate = config.arrival_rate
+        if rate is None:
+            pilot = _draw(config, nodes, PILOT_JOBS)
+            rate = _rate_for_load(config, cluster, pilot.gpu_width, pilot.cpu_width, pilot.runtime)
+        n = max(1, round(rate * config.horizon))
+    elif config.horizon is not None:
+        derived = "arrival rate"
+    elif config.load_window:
+        derived = "load window"
+    if n == 0:
+        return [], WorkloadInfo(0, 0.0, 0.0, 0.0, derived, time_limit=config.time_limit)
+    d = _draw(config, nodes, n)
+    s_arrival, _, _, _, _, s_tenant, s_prio, s_est, s_util, _ = d.streams
+    recipe, recipes, tasks, gpus, runtime = d.recipe, d.recipes, d.tasks, d.gpus, d.runtime
 
     # Arrivals.
     gaps = s_arrival.standard_exponential(n)
     gaps[0] = 0.0
-    if config.arrival_rate is not None:
+    unit_submit = np.cumsum(gaps)  # arrival times at rate 1
+    if derived == "arrival rate":
+        assert config.horizon is not None
+        rate = float(unit_submit[-1]) / config.horizon if n > 1 else 1.0
+    elif config.arrival_rate is not None:
         rate = config.arrival_rate
     else:
-        unit_submit = np.cumsum(gaps)  # arrival times at rate 1
-        gpu_width = r_share[recipe] / MILLI * tasks
-        cpu_width = r_cpu[recipe] / 1000.0 * tasks
-        rate = _rate_for_load(config, cluster, gpu_width, cpu_width, runtime, unit_submit)
-    submit = np.cumsum(gaps) / rate
+        rate = _rate_for_load(config, cluster, d.gpu_width, d.cpu_width, runtime, unit_submit)
+    submit = unit_submit / rate
+    span = float(submit[-1])
+    capacity, width = _load_basis(config, cluster, d.gpu_width, d.cpu_width)
+    info = WorkloadInfo(
+        n,
+        span,
+        (n - 1) / span if span > 0 else rate,
+        config.target_load
+        if config.target_load is not None and derived in ("horizon", "jobs")
+        else float((width * runtime).sum()) / (capacity * span)
+        if span > 0
+        else 0.0,
+        derived,
+        d.capped,
+        d.cut,
+        config.time_limit,
+    )
 
     # Tenants, priorities, estimates, utilisation.
     ranks = np.arange(1, config.tenants + 1, dtype=float)
@@ -541,9 +664,8 @@ def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
     )
     estimate = np.ceil(runtime * factor / 60.0) * 60.0
     estimate[u_est < config.estimate_missing_share] = np.nan
-    util = s_util.beta(config.gpu_util_alpha, config.gpu_util_beta, n)
-    util = np.clip(np.round(util, 2), 0.01, 1.0)
-    util[gpus == 0] = 1.0
+    fractional = (tasks == 1) & (gpus == 1) & (d.gpu_width < 1)
+    util = parse_duty(config.duty).draw(s_util, d.gpu_width, fractional)
 
     paths = tenant_paths(config.tenants)
     tenant_names = [p[0] for p in paths]
@@ -574,27 +696,18 @@ def generate(config: WorkloadConfig, cluster: ClusterSpec) -> list[Job]:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return list(map(Job, *columns))
+        return list(map(Job, *columns)), info
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _rate_for_load(
-    config: WorkloadConfig,
-    cluster: ClusterSpec,
-    gpu_width: np.ndarray,
-    cpu_width: np.ndarray,
-    runtime: np.ndarray,
-    unit_submit: np.ndarray,
-) -> float:
-    """Jobs per second giving ``config.target_load`` for the drawn jobs (see ``generate``).
-
-    ``*_width`` are the GPUs (CPU cores) each job holds, ``unit_submit`` the arrival times at
-    rate 1 (submit times at rate r are ``unit_submit / r``).
-    """
-    assert config.target_load is not None
-    target = config.target_load
+def _load_basis(
+    config: WorkloadConfig, cluster: ClusterSpec, gpu_width: np.ndarray, cpu_width: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The capacity a load is counted against and each job's width in its units: GPUs
+    (x speed with ``speed_weighted_load``), or CPU cores when the cluster has no GPUs or the
+    jobs ask for none."""
     if config.speed_weighted_load:
         capacity = float(sum(n.gpus * n.gpu_model.speed for n in cluster.nodes if n.gpu_model))
     else:
@@ -605,10 +718,29 @@ def _rate_for_load(
         capacity = sum(n.cpu_milli for n in cluster.nodes) / 1000.0
         if capacity <= 0 or not (width > 0).any():
             raise _bad("target_load", "the jobs ask for no GPU and no CPU; set arrival_rate")
+    return capacity, width
+
+
+def _rate_for_load(
+    config: WorkloadConfig,
+    cluster: ClusterSpec,
+    gpu_width: np.ndarray,
+    cpu_width: np.ndarray,
+    runtime: np.ndarray,
+    unit_submit: np.ndarray | None = None,
+) -> float:
+    """Jobs per second giving ``config.target_load`` for the drawn jobs (see ``generate``).
+
+    ``*_width`` are the GPUs (CPU cores) each job holds, ``unit_submit`` the arrival times at
+    rate 1 (submit times at rate r are ``unit_submit / r``; only ``load_window`` needs them).
+    """
+    assert config.target_load is not None
+    target = config.target_load
+    capacity, width = _load_basis(config, cluster, gpu_width, cpu_width)
     rate = target * capacity / float((width * runtime).mean())
-    span = float(unit_submit[-1])
-    if not config.load_window or span <= 0:
+    if unit_submit is None or not config.load_window or float(unit_submit[-1]) <= 0:
         return rate
+    span = float(unit_submit[-1])
 
     # Window basis: busy(r) = sum(width * min(r * runtime, span - unit_submit)) / (capacity *
     # span) is the no-queue busy fraction before the last arrival at rate r; it grows with r.
