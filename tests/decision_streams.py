@@ -32,6 +32,7 @@ from suanli.core.model import Job, TaskRequest
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
+from suanli.core.speed import REFERENCE, SpeedBasis
 from suanli.metering.costmodel import PriceBookCostModel
 from suanli.metering.prices import load_price_book
 from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
@@ -197,24 +198,28 @@ def budget_book(cluster_name: str, models: list[str], root: Path = FIXTURES) -> 
     return BudgetBook(spec, PriceBookCostModel(prices, cluster_name, epoch_s * 1000, models))
 
 
-def trace_jobs(spec: str, trace_dir: Path) -> list[Job]:
+def trace_jobs(spec: str, trace_dir: Path) -> tuple[list[Job], SpeedBasis]:
     """``philly:FIRST:COUNT``: COUNT jobs of the Philly trace from the FIRST, submit times
-    shifted to start at 0."""
+    shifted to start at 0, and the trace's speed basis (its durations are on its own K80s
+    and P40s: on another cluster they are scaled, as ``suanli simulate --trace`` does)."""
     from dataclasses import replace
 
     from suanli.traces import resolve_trace
 
     name, first, count = spec.split(":")
-    jobs = resolve_trace(name, trace_dir).jobs[int(first) : int(first) + int(count)]
+    loaded = resolve_trace(name, trace_dir)
+    jobs = loaded.jobs[int(first) : int(first) + int(count)]
     t0 = jobs[0].submit
-    return [replace(j, submit=j.submit - t0) for j in jobs]
+    return [replace(j, submit=j.submit - t0) for j in jobs], loaded.basis
 
 
 def run_case(case: Case, trace_dir: Path | None = None, root: Path = FIXTURES) -> dict[str, Any]:
     """Replay ``case``; its stream and outcome digests and counts."""
+    basis = REFERENCE  # the fixture job lists: seconds at V100 = 1.0
     if case.trace is not None:
         assert trace_dir is not None and case.cluster is not None
-        cluster_text, jobs = case.cluster, trace_jobs(case.trace, trace_dir)
+        jobs, basis = trace_jobs(case.trace, trace_dir)
+        cluster_text = case.cluster
     else:
         cluster_text, jobs = load_jobs(case.jobs, root)
     cluster = load_cluster(cluster_text)
@@ -239,6 +244,7 @@ def run_case(case: Case, trace_dir: Path | None = None, root: Path = FIXTURES) -
             if case.budgets
             else None
         ),
+        speed_basis=basis,
     )
     rec = cls.last
     return {

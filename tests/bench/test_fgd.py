@@ -42,7 +42,8 @@ from suanli.core.gang import place_job
 from suanli.core.model import MILLI, Job, TaskRequest
 from suanli.core.registry import create
 from suanli.core.view import ClusterView
-from suanli.traces import TraceNotFoundError, find_trace_dir, load_openb_pods
+from suanli.traces import load_openb_pods
+from support import trace_dir_or_skip
 
 FAST = settings(
     max_examples=100,
@@ -67,11 +68,7 @@ def tiny(tiny_dir: Path) -> Workload:
 
 @pytest.fixture(scope="module")
 def traces() -> Path:
-    try:
-        return find_trace_dir()
-    except TraceNotFoundError as e:
-        places = ", ".join(str(p) for _, p in e.places)
-        pytest.skip(f"public traces not found in {places}: set SUANLI_TRACE_DIR")
+    return trace_dir_or_skip()
 
 
 def same_run(a: RunResult, b: RunResult) -> bool:

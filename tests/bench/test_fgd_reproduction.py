@@ -23,7 +23,7 @@ import pytest
 
 from suanli.bench.fgd import PAPER_POLICIES, sweep
 from suanli.bench.report import PUBLISHED_FILE, SummaryRow, load_published, summarise
-from suanli.traces import TraceNotFoundError, find_trace_dir
+from support import trace_dir_or_skip
 
 SEEDS = (42, 43, 44)
 POLICIES = (*PAPER_POLICIES, "frag-balance")
@@ -33,11 +33,7 @@ TOLERANCE = 1.0
 
 @pytest.fixture(scope="module")
 def traces() -> Path:
-    try:
-        return find_trace_dir()
-    except TraceNotFoundError as e:
-        places = ", ".join(str(p) for _, p in e.places)
-        pytest.skip(f"public traces not found in {places}: set SUANLI_TRACE_DIR")
+    return trace_dir_or_skip()
 
 
 @pytest.fixture(scope="module")

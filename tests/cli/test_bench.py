@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from openb_tiny import PUBLISHED_HEADER, write_tiny_traces
 from suanli.cli.main import app
-from suanli.traces import TraceNotFoundError, find_trace_dir
+from support import trace_dir_or_skip
 
 SUMMARY_KEYS = ("alloc100", "unalloc100", "alloc130", "unalloc130", "frag100", "frag130")
 
@@ -35,11 +35,7 @@ def tiny_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def traces() -> Path:
-    try:
-        return find_trace_dir()
-    except TraceNotFoundError as e:
-        places = ", ".join(str(p) for _, p in e.places)
-        pytest.skip(f"public traces not found in {places}: set SUANLI_TRACE_DIR")
+    return trace_dir_or_skip()
 
 
 def run(runner: CliRunner, *args: str):  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from openb_tiny import NODES, PODS, pod_csv
 from suanli.cli.main import app
-from suanli.traces import TraceNotFoundError, find_trace_dir
+from support import trace_dir_or_skip
 
 POLICY = ["-p", "fifo+best-fit"]
 ITP_ROWS = [
@@ -37,11 +37,7 @@ def runner() -> CliRunner:
 
 @pytest.fixture(scope="module")
 def traces() -> Path:
-    try:
-        return find_trace_dir()
-    except TraceNotFoundError as e:
-        places = ", ".join(str(p) for _, p in e.places)
-        pytest.skip(f"public traces not found in {places}: set SUANLI_TRACE_DIR")
+    return trace_dir_or_skip()
 
 
 def itp_csv(path: Path, bad_row: bool = False) -> Path:

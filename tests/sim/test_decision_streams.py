@@ -5,6 +5,13 @@ core took its current shape (``decision_streams.py``; the commit is in
 The cases cover every queue order and every placement at least once, and every pair of
 (queue order, mode, quotas, preemption, budgets) at least once; the last test checks that
 the fixture still does.
+
+The two Philly-slice cases were recorded again, alone, when trace durations came to be read on
+the trace's own hardware (``suanli.core.speed``): the slices replay on ``6x8xV100``, not on
+Philly's K80s and P40s, so each job now runs ``duration × 0.4484 / 1.0`` (the GPU-weighted
+speed of Philly's machines over the V100's) where it ran ``duration / 1.0`` before, and the
+shorter jobs move the decisions. Under the reference basis (V100 = 1.0, as before) they are
+still the streams first recorded, which the test below holds.
 """
 
 from __future__ import annotations
@@ -16,21 +23,17 @@ from typing import Any
 
 import pytest
 
+import decision_streams
 from decision_streams import FIXTURES, PREEMPTION, Case, run_case
 from suanli.core.registry import names
-from suanli.traces.errors import TraceNotFoundError
-from suanli.traces.locate import find_trace_dir
+from support import trace_dir_or_skip
 
 RECORDED = json.loads((FIXTURES / "cases.json").read_text())
 CASES: list[dict[str, Any]] = RECORDED["cases"]
 
 
 def trace_dir() -> Path:
-    try:
-        return find_trace_dir()
-    except TraceNotFoundError as e:
-        places = ", ".join(str(p) for _, p in e.places)
-        pytest.skip(f"public traces not found in {places}: set SUANLI_TRACE_DIR")
+    return trace_dir_or_skip()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
@@ -38,6 +41,43 @@ def test_the_decisions_are_the_recorded_ones(case: dict[str, Any]) -> None:
     c = Case.of(case)
     got = run_case(c, trace_dir() if c.trace is not None else None)
     assert got == case["expect"], f"{c.name}: decisions differ from {RECORDED['recorded_at']}"
+
+
+BEFORE_NATIVE_TIME = {
+    "38-philly-fifo": {
+        "stream": "d4586329904cbe3917dc7e30f258a17345a22683da9e59a72a1c4ce4314e7c47",
+        "decisions": 944,
+        "cycles": 963,
+        "outcome": "9f2da2e304df057fbafa8bf3f633f3dfc76b9e2ef72b1dd42aaa97531e051f10",
+        "finished": 500,
+        "preemptions": 0,
+        "budget_verdicts": 0,
+    },
+    "39-philly-drf-easy-fgd": {
+        "stream": "70abe0e4b4c9a75ce2756cb71308d380d38e094feabc7d182532f109fcc5272c",
+        "decisions": 1787,
+        "cycles": 962,
+        "outcome": "3ba9ea89f2f3271754a61d9b576b65b9f0f29a2029c8fce7b37b686103bb7d15",
+        "finished": 500,
+        "preemptions": 0,
+        "budget_verdicts": 0,
+    },
+}
+"""The Philly slices' digests as first recorded, when trace durations were read at V100 = 1.0."""
+
+
+@pytest.mark.parametrize("name", sorted(BEFORE_NATIVE_TIME))
+def test_philly_slices_moved_only_by_their_speed_basis(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from suanli.core.speed import REFERENCE
+
+    (case,) = [c for c in CASES if c["name"] == name]
+    real = decision_streams.trace_jobs
+    monkeypatch.setattr(
+        decision_streams, "trace_jobs", lambda spec, root: (real(spec, root)[0], REFERENCE)
+    )
+    assert run_case(Case.of(case), trace_dir()) == BEFORE_NATIVE_TIME[name]
 
 
 def factors(case: dict[str, Any]) -> dict[str, str]:

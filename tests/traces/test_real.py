@@ -16,8 +16,6 @@ from suanli.traces import (
     LlmRequests,
     OpenbPods,
     TraceJobs,
-    TraceNotFoundError,
-    find_trace_dir,
     load_azure_llm,
     load_itp_jobs,
     load_openb_nodes,
@@ -30,15 +28,12 @@ from suanli.traces import (
     resolve_cluster,
     resolve_trace,
 )
+from support import trace_dir_or_skip
 
 
 @pytest.fixture(scope="module")
 def traces() -> Path:
-    try:
-        return find_trace_dir()
-    except TraceNotFoundError as e:
-        places = ", ".join(str(p) for _, p in e.places)
-        pytest.skip(f"public traces not found in {places}: set SUANLI_TRACE_DIR")
+    return trace_dir_or_skip()
 
 
 @pytest.fixture(scope="module")

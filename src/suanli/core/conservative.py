@@ -31,8 +31,10 @@ naming the reservation that starts first among those it would touch; a lane's fi
 job says why, once per change of reason.
 
 What holds: with true runtimes (``runtime/oracle``) no reserved job starts later than its first
-reservation, when jobs start with all their tasks on GPUs of speed 1 and the placement takes
-GPUs inside a node as the plan does (best-fit; first-fit for whole GPUs). A placement that
+reservation, when jobs start with all their tasks on GPUs of effective speed 1
+(``ClusterView.node_speed``: a trace's native GPUs, or speed-1.0 GPUs under the reference
+basis; ``suanli.core.speed``) and the placement takes GPUs inside a node as the plan does
+(best-fit; first-fit for whole GPUs). A placement that
 picks other GPUs (random, worst-fit, FGD) may take GPUs a later job's reservation counted on;
 that reservation then moves when the plan is made again. With preemption, a job that evicts
 others is placed without regard to reservations.

@@ -60,8 +60,10 @@ class KeyPathError(SpecError):
 class GpuModel:
     """A GPU model: its name, memory per GPU and speed relative to the reference (1.0).
 
-    A job's runtime is stated for a GPU of speed 1.0; on a GPU of speed ``s`` it runs
-    ``runtime / s`` (the slowest GPU of a gang sets the pace).
+    A job's runtime is stated for a GPU of speed 1.0 (the reference basis); on a GPU of speed
+    ``s`` it runs ``runtime / s`` (the slowest GPU of a gang sets the pace). A trace's runtimes
+    are stated on its own GPU models instead (``suanli.core.speed``): there they run as
+    recorded, and ``runtime × s_native / s`` on others.
     """
 
     name: str
@@ -270,8 +272,9 @@ class Job:
     """A unit of work: ``tasks`` identical tasks, started together (a gang).
 
     ``gang_min`` is the fewest tasks the job can start with (default: all of them). The
-    job's ``runtime`` is its true duration on GPUs of speed 1.0 with all tasks (known to the
-    simulator only); ``estimate`` is what the user said, if anything. With fewer than all
+    job's ``runtime`` is its true duration on GPUs of effective speed 1.0 with all tasks
+    (speed-1.0 GPUs, or a trace's native ones: ``suanli.core.speed``; known to the simulator
+    only); ``estimate`` is what the user said, if anything. With fewer than all
     tasks, the work is assumed to scale linearly (runtime × tasks / started tasks).
     ``gpu_util`` is the fraction of its allocated GPU time the job really keeps busy.
     ``checkpoint_interval`` is how often (seconds of running) the job saves its progress;

@@ -295,7 +295,9 @@ class Preemptor(Protocol):
 
 
 class RuntimeEstimator(Protocol):
-    """How long a job is expected to run, in seconds on GPUs of speed 1 with all its tasks."""
+    """How long a job is expected to run, in seconds at effective speed 1 with all its tasks
+    (``ClusterView.node_speed``: on the workload's native GPUs, or V100-class under the
+    reference basis; ``suanli.core.speed``). Plans do not scale it by the placement's speed."""
 
     def duration(self, job: Job) -> float: ...
 

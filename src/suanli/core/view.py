@@ -22,6 +22,7 @@ from typing import cast
 import numpy as np
 
 from suanli.core.model import MILLI, ClusterSpec, TaskRequest
+from suanli.core.speed import REFERENCE, SpeedBasis
 
 FREE_SCORE_CPU = 0.5
 FREE_SCORE_MEM = 0.25
@@ -46,7 +47,7 @@ class TaskPlacement:
 class ClusterView:
     """Free capacity of a cluster, array-backed. See the module docstring for the contract."""
 
-    def __init__(self, spec: ClusterSpec) -> None:
+    def __init__(self, spec: ClusterSpec, speed_basis: SpeedBasis = REFERENCE) -> None:
         self.spec = spec
         nodes = spec.nodes
         n = len(nodes)
@@ -61,9 +62,13 @@ class ClusterView:
             [self.model_index[nd.gpu_model.name] if nd.gpu_model else -1 for nd in nodes],
             dtype=np.int64,
         )
-        self.node_speed = np.array(
-            [nd.gpu_model.speed if nd.gpu_model else 1.0 for nd in nodes], dtype=np.float64
-        )
+        self.speed_basis = speed_basis
+        """What job runtimes are measured on (``suanli.core.speed``; default the reference)."""
+        self.node_speed = np.array(speed_basis.node_speeds(spec), dtype=np.float64)
+        """Each node's effective speed against ``speed_basis``: 1.0 on a native GPU model,
+        ``speed / s_native`` on another (the model's speed under the reference basis), 1.0
+        without GPUs. The simulator's one speed table: a job runs ``runtime × tasks /
+        started tasks / speed`` with the least speed of its placement."""
         self.cap_cpu = np.array([nd.cpu_milli for nd in nodes], dtype=np.int64)
         self.cap_mem = np.array([nd.memory_mib for nd in nodes], dtype=np.int64)
         self.healthy = np.array([nd.healthy for nd in nodes], dtype=bool)

@@ -6,8 +6,12 @@ instant are applied (finishes before arrivals), then one scheduling cycle runs a
 decisions are applied: an ``Admit`` starts the job now and schedules its finish. The same
 seed gives the same decisions, event for event.
 
-A job's duration: ``runtime × tasks / started_tasks / speed``, where ``speed`` is the slowest
-GPU model of its placement (1.0 for CPU-only tasks).
+A job's duration: ``runtime × tasks / started_tasks / speed``, where ``speed`` is the least
+effective speed of its placement (``ClusterView.node_speed``; 1.0 for CPU-only tasks). The
+effective speed is taken against the replay's ``speed_basis`` (``suanli.core.speed``): under
+the default reference basis a GPU's own speed (V100 = 1.0); under a trace's native basis 1.0
+on the GPU models the trace was recorded on (its durations as recorded) and ``speed /
+s_native`` on any other.
 
 ``PolicySet``, ``check_feasible`` and ``ImpossibleJobError`` live in ``suanli.core.builder``
 (the live control plane builds its scheduler there too) and are named here for callers of the
@@ -49,6 +53,7 @@ from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
+from suanli.core.speed import REFERENCE, SpeedBasis
 from suanli.core.tenancy import TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.attempts import FINISHED, PREEMPTED, RUNNING, AttemptLog
@@ -73,6 +78,7 @@ def simulate(
     budgets: BudgetBook | None = None,
     admission: Mapping[str, Any] | None = None,
     backfill_depth: int = DEFAULT_DEPTH,
+    speed_basis: SpeedBasis = REFERENCE,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -90,7 +96,10 @@ def simulate(
     ``admission``: configured admission plugins, name -> configuration (the quota file's
     ``admission:`` section, e.g. ``user-limit``). The scheduler is built by
     ``suanli.core.builder.build``, as the live control plane's is. ``backfill_depth``: the
-    pending jobs conservative backfill reserves for.
+    pending jobs conservative backfill reserves for. ``speed_basis``: what the jobs'
+    runtimes were measured on (``suanli.core.speed``): the reference basis (V100 = 1.0) by
+    default; a trace's ``LoadedTrace.basis`` replays it at its recorded durations on its own
+    GPU models and scales them on others.
     """
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
@@ -120,6 +129,7 @@ def simulate(
             scheduler,
             explain,
             budgets,
+            speed_basis,
         )
     finally:
         gc.unfreeze()
@@ -165,7 +175,7 @@ class _Replay:
         self.running: dict[int, JobPlacement] = {}
         self.finish_heap: list[tuple[float, int, int]] = []  # (time, sequence, job index)
         self.attempt_seq: dict[int, int] = {}  # running job index -> its finish event's sequence
-        # Work left (seconds at speed 1 with all tasks), this attempt's start and rate,
+        # Work left (seconds at effective speed 1 with all tasks), this attempt's start and rate,
         # preemptions and lost GPU-seconds per job.
         self.remaining = [j.runtime for j in jobs]
         self.attempt_start = [0.0] * n
@@ -270,10 +280,11 @@ def _run(
     scheduler: type[Scheduler],
     explain: Collection[str] = (),
     budgets: BudgetBook | None = None,
+    speed_basis: SpeedBasis = REFERENCE,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    view = ClusterView(cluster)
+    view = ClusterView(cluster, speed_basis)
     sched = build(view, policy, setting, budgets=budgets, scheduler=scheduler)
     preemption = setting.preemption
     n = len(jobs)

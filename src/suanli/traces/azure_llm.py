@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from suanli.core.model import GpuModel, Job, NodeSpec, TaskRequest
+from suanli.core.model import KNOWN_GPU_MODELS, GpuModel, Job, NodeSpec, TaskRequest
+from suanli.core.speed import SpeedBasis
 from suanli.traces.base import (
     GIB,
     TraceCluster,
@@ -48,6 +49,11 @@ DECODE_TOKENS_PER_S = 25.0
 REQUEST_GPU_MILLI = 250
 REQUEST_CPU_MILLI = 1000
 REQUEST_MEMORY_MIB = 2 * GIB
+
+# The runtimes above are stated for a V100-class GPU, so that is their native model (the
+# trace records no hardware, and no durations, only tokens): on the default H100 server, and
+# on any GPU but a V100, they run runtime x 1.0 / speed (suanli.core.speed).
+AZURE_BASIS = SpeedBasis(("V100",), KNOWN_GPU_MODELS["V100"].speed)
 
 # Default cluster for the replay. ASSUMPTION: one 8 x H100 server (112 cores and 2 TiB, the
 # proportions of a DGX H100); the conversation trace then keeps it about 30% allocated on

@@ -16,17 +16,23 @@ trace spec             jobs                                                    c
 ``azure-llm:SERVICE``  ``azure-llm-2023/AzureLLMInferenceTrace_SERVICE.csv``   1 x 8 x H100
                        (code, conv)
 =====================  ======================================================  ==============
+
+Each trace declares the hardware its durations were measured on (``LoadedTrace.basis``,
+``suanli.core.speed``): the GPU models of its own machines (for ITP the derived V100
+cluster), but for Azure LLM a V100, the GPU its modelled runtimes are stated for. A CSV
+file takes the declaration of its kind, with the machines it is replayed with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from suanli.core.model import ClusterSpec, Job
+from suanli.core.speed import REFERENCE, SpeedBasis, native_basis
+from suanli.traces.azure_llm import AZURE_BASIS, azure_llm_cluster, load_azure_llm
 from suanli.traces.azure_llm import COLUMNS as AZURE_COLUMNS
-from suanli.traces.azure_llm import azure_llm_cluster, load_azure_llm
 from suanli.traces.base import TraceJobs
 from suanli.traces.errors import SkipReport, TraceFormatError, TraceUseError, UnknownTraceError
 from suanli.traces.itp import JOB_COLUMNS as ITP_COLUMNS
@@ -102,7 +108,10 @@ class LoadedTrace:
 
     ``spec`` is the resolved spec (``openb:default``, or the file path); ``skipped`` the
     combined report of the files read (None unless ``skip_bad_rows``); ``source`` the
-    citation; ``files`` the files read, jobs first.
+    citation; ``files`` the files read, jobs first. ``basis`` is what the jobs' runtimes
+    were measured on (``suanli.core.speed``): the trace's native GPU models, for
+    ``simulate(..., speed_basis=trace.basis)``; replayed on ``cluster`` (every model native,
+    but Azure's) the durations are the recorded ones.
     """
 
     spec: str
@@ -111,6 +120,19 @@ class LoadedTrace:
     skipped: SkipReport | None
     source: str
     files: tuple[Path, ...]
+    basis: SpeedBasis = REFERENCE
+
+    def with_native(self, models: Iterable[str]) -> LoadedTrace:
+        """This trace with ``models`` declared its native GPU models, their GPU-weighted
+        speed taken on the trace's own machines; ``SpecError`` for a name that is not a GPU
+        model of them."""
+        return replace(self, basis=native_basis(self.cluster, models))
+
+
+def own_basis(cluster: ClusterSpec) -> SpeedBasis:
+    """The basis of a trace recorded on ``cluster``: every GPU model of it native (the
+    reference basis for a cluster without GPUs, where speeds play no part)."""
+    return native_basis(cluster) if cluster.total_gpus else REFERENCE
 
 
 def trace_names() -> tuple[str, ...]:
@@ -193,6 +215,7 @@ def _openb_loaded(
         SkipReport.combine([jobs.skipped, cluster.skipped]),
         CITATIONS["openb"],
         (pods_file, nodes_file),
+        own_basis(cluster),
     )
 
 
@@ -212,6 +235,7 @@ def _philly_loaded(spec: str, jobs_file: Path, machines_file: Path, skip: bool) 
         SkipReport.combine([jobs.skipped, cluster.skipped]),
         CITATIONS["philly"],
         (jobs_file, machines_file),
+        own_basis(cluster),
     )
 
 
@@ -235,6 +259,7 @@ def _philly_users_loaded(
         SkipReport.combine([jobs.skipped, cluster.skipped]),
         CITATIONS["philly-users"],
         (jobs_file, machines_file),
+        own_basis(cluster),
     )
 
 
@@ -253,7 +278,9 @@ def _itp_loaded(spec: str, jobs_file: Path, skip: bool) -> LoadedTrace:
     if not jobs:
         raise TraceUseError(f"{jobs_file.name}: no jobs to size a cluster for")
     cluster = itp_cluster(jobs, name=f"itp-{jobs_file.stem}")
-    return LoadedTrace(spec, jobs, cluster, jobs.skipped, CITATIONS["itp"], (jobs_file,))
+    return LoadedTrace(
+        spec, jobs, cluster, jobs.skipped, CITATIONS["itp"], (jobs_file,), own_basis(cluster)
+    )
 
 
 def _azure(variant: str, root: Path, skip: bool) -> LoadedTrace:
@@ -270,7 +297,13 @@ def _azure_loaded(spec: str, path: Path, skip: bool) -> LoadedTrace:
     requests = load_azure_llm(path, skip_bad_rows=skip)
     jobs = requests.to_jobs()
     return LoadedTrace(
-        spec, jobs, azure_llm_cluster(), jobs.skipped, CITATIONS["azure-llm"], (path,)
+        spec,
+        jobs,
+        azure_llm_cluster(),
+        jobs.skipped,
+        CITATIONS["azure-llm"],
+        (path,),
+        AZURE_BASIS,
     )
 
 
@@ -347,7 +380,10 @@ def _from_file(path: Path, trace_dir: str | Path | None, skip: bool) -> LoadedTr
 
 
 def resolve_trace(
-    spec: str, trace_dir: str | Path | None = None, skip_bad_rows: bool = False
+    spec: str,
+    trace_dir: str | Path | None = None,
+    skip_bad_rows: bool = False,
+    native: Iterable[str] | None = None,
 ) -> LoadedTrace:
     """Jobs and cluster for a trace spec (see the module docstring) or a CSV file path.
 
@@ -355,7 +391,17 @@ def resolve_trace(
     named trace (or the machine list of a file's trace) is read. For a file, the machine list
     beside it is used if present (``openb_node_list_all_node.csv``,
     ``cluster_machine_list.csv``), else the trace directory's.
+
+    The result's ``basis``, the hardware the runtimes were measured on: every GPU model of the trace's
+    own machines (Philly, philly-users, openb; ITP's derived V100 cluster), a V100 for Azure
+    LLM (its runtimes are modelled for one). ``native`` overrides it with GPU models of the
+    trace's own machines (``LoadedTrace.with_native``; an unknown name is a ``SpecError``).
     """
+    loaded = _resolve(spec, trace_dir, skip_bad_rows)
+    return loaded if native is None else loaded.with_native(native)
+
+
+def _resolve(spec: str, trace_dir: str | Path | None, skip_bad_rows: bool) -> LoadedTrace:
     name, _, variant = spec.strip().partition(":")
     entry = _TRACES.get(name.lower())
     if entry is not None:
