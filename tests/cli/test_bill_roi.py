@@ -111,6 +111,10 @@ def test_roi_figures_match_the_hand_computation(runner: CliRunner, case: dict[st
         "idle_capacity_cost": "0.000000",
         "waste_gpu_hours": "4.000000000",
         "waste_cost": "5.200000",
+        # Half of the 8 delivered GPU-hours busy: 4 of 8 capacity GPU-hours, 10.40 / 4.
+        "busy_gpu_hours": "4.000000000",
+        "utilisation": "0.500000",
+        "cost_per_busy_gpu_hour": "2.600000",
         "revenue": "12.000000",
         "margin": "1.600000",
         "cost_recovery": "1.153846",  # 12 / 10.4 = 1.1538461...
@@ -120,6 +124,8 @@ def test_roi_figures_match_the_hand_computation(runner: CliRunner, case: dict[st
         "capacity_gpu_hours": "16.000000000",
         "capacity_cost": "20.800000",
         "allocation": "0.500000",
+        "utilisation": "0.250000",  # 4 busy of 16 capacity GPU-hours
+        "cost_per_busy_gpu_hour": "5.200000",
         "cost_per_delivered_gpu_hour": "2.600000",
         "idle_capacity_gpu_hours": "8.000000000",
         "idle_capacity_cost": "10.400000",
@@ -167,6 +173,16 @@ def test_what_a_policy_saves_against_a_baseline(runner: CliRunner, case: dict[st
     )
     assert table.exit_code == 0
     assert "Against serial+spread" in table.stdout and "10.40" in table.stdout
+
+
+def test_busy_figures_are_undefined_when_the_book_does_not_split_idle() -> None:
+    import yaml
+
+    costs = capacity_from_dict(yaml.safe_load(CAPACITY))
+    r = roi("p", costs, {"H100": 8}, HOUR, {"H100": 8 * 1000 * HOUR}, busy_known=False)
+    figures = r.figures()
+    assert figures["allocation"] == Decimal("1.000000")
+    assert figures["busy_gpu_hours"] is None and figures["utilisation"] is None
 
 
 def test_savings_when_delivered_hours_differ() -> None:

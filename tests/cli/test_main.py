@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 import suanli.cli.simulate as simulate_cli
 from builders import job
 from suanli.cli.main import app
+from suanli.workload.info import WorkloadInfo
 
 SMALL = ["--cluster", "2x8xV100", "--jobs", "300"]
 DEFAULT_LABELS = list(simulate_cli.DEFAULT_POLICIES)
@@ -200,7 +201,10 @@ def test_job_larger_than_any_node_is_one_line_exit_2(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The synthetic generator only draws jobs that fit; a trace may not. Stand in for one.
-    monkeypatch.setattr(simulate_cli, "generate", lambda config, cluster: [job("big", gpus=16)])
+    info = WorkloadInfo(1, 0.0, 0.0, 0.0, "horizon")
+    monkeypatch.setattr(
+        simulate_cli, "generate_with_info", lambda config, cluster: ([job("big", gpus=16)], info)
+    )
     result = run(runner, "simulate", "--cluster", "2x8xH100", "--jobs", "1")
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("suanli: error: job big can never run on cluster 2x8xH100")
@@ -233,7 +237,9 @@ def test_help_and_version(runner: CliRunner) -> None:
 
 
 def test_simulate_explain_tells_a_jobs_story(runner: CliRunner) -> None:
-    args = ["--cluster", "8x8xV100", "--jobs", "400", "--seed", "1", "-p", "fair-share+best-fit"]
+    # At three times the cluster's capacity the queues contend for their quotas.
+    args = ["--cluster", "8x8xV100", "--jobs", "400", "--load", "3", "--seed", "1",
+            "-p", "fair-share+best-fit"]  # fmt: skip
     result = run(runner, "simulate", *args, "--quotas", "shared", "--preempt", "--quiet",
                  "--explain", "j000300")  # fmt: skip
     assert result.exit_code == 0, result.output

@@ -25,6 +25,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import suanli
 from suanli.cli.errors import fail, user_errors
+from suanli.cli.simulate_workload import (
+    DEFAULT_TIME_LIMIT,
+    synthetic_config,
+    window_option,
+)
 from suanli.cli.table import results_table
 from suanli.config.budgets import load_budgets
 from suanli.config.cluster import load_cluster
@@ -34,6 +39,7 @@ from suanli.core.builder import PolicySet, check_feasible
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.seams import OrderContext
+from suanli.core.speed import REFERENCE, SpeedBasis
 from suanli.core.tenancy import TenancySpec
 from suanli.metering.costmodel import PriceBookCostModel
 from suanli.metering.prices import load_price_book
@@ -41,10 +47,13 @@ from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
 from suanli.sim.engine import simulate
 from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
-from suanli.sim.results import SimResult
+from suanli.sim.results import SimResult, Window
 from suanli.traces import LoadedTrace, resolve_trace
+from suanli.workload.duty import apply_duty, parse_duty, trace_default
+from suanli.workload.duty import describe as describe_duty
+from suanli.workload.info import WorkloadInfo
 from suanli.workload.quotas import MODES, proportional_tenancy
-from suanli.workload.synthetic import WorkloadConfig, generate
+from suanli.workload.synthetic import WorkloadConfig, generate_with_info
 
 DEFAULT_CLUSTER = "64x8xH100"
 DEFAULT_POLICIES = (
@@ -54,6 +63,15 @@ DEFAULT_POLICIES = (
     "priority+best-fit",
     "sjf+best-fit",
     "smallest-first+packing",
+)
+FOOTNOTE = (
+    "GPU allocation: the time-weighted share of the GPUs that jobs hold, over the measurement "
+    "window. GPU utilisation: the share kept busy. A job keeps the GPUs it holds busy only "
+    "part of the time (its duty: declared, or drawn from a measured profile, docs/workload.md), "
+    "so utilisation is allocation less the idle time jobs hold. Per GPU model: of that "
+    "model's own GPUs. Whole run: first arrival to last finish (or --until). Job figures count "
+    "the jobs that arrived in the window. *: best of the row. (oracle): knows the true "
+    "runtimes, a reference no real scheduler can reach."
 )
 NON_TTY_WIDTH = 200
 """Console width when stdout is not a terminal: wide enough for the table not to wrap."""
@@ -72,20 +90,34 @@ def resolve_policies(texts: Sequence[str]) -> list[PolicySet]:
     return list(out.values())
 
 
-def check_options(
-    jobs: int, seed: int, load: float, cycle_interval: float, until: float | None
-) -> None:
-    """``fail`` on the first option out of range."""
-    if jobs < 1:
-        fail(f"--jobs: must be >= 1 (got {jobs})")
+def check_options(seed: int, cycle_interval: float, until: float | None) -> None:
+    """``fail`` on the first option out of range (the workload's: ``synthetic_config``)."""
     if seed < 0:
         fail(f"--seed: must be >= 0 (got {seed})")
-    if not (math.isfinite(load) and load > 0):
-        fail(f"--load: must be a number > 0 (got {load:g})")
     if not (math.isfinite(cycle_interval) and cycle_interval >= 0):
         fail(f"--cycle-interval: must be a number >= 0 (got {cycle_interval:g})")
     if until is not None and not (math.isfinite(until) and until > 0):
         fail(f"--until: must be a number > 0 (got {until:g})")
+
+
+def describe_window(r: SimResult) -> str:
+    """``measured over day 1.4 to 14.0 (...): N of M jobs arrived in it``."""
+    t0 = float(r.records.submit.min()) if len(r.records.submit) else 0.0
+    w0, w1 = r.window
+    return (
+        f"measurement window: {clock(w0 - t0)} to {clock(w1 - t0)} after the first arrival "
+        f"({r.window_rule}); {r.window_jobs:,} of {r.jobs:,} jobs arrived in it. "
+        f"Whole run: {clock(r.makespan)}, GPU allocation {r.gpu_allocation_run:.1%}, "
+        f"utilisation {r.gpu_utilisation_run:.1%}."
+    )
+
+
+def clock(seconds: float) -> str:
+    """A span in the unit that reads best: ``3.5 d``, ``5.2 h``, ``12 min``, ``40 s``."""
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.0f} s"
 
 
 def describe_cluster(cluster: ClusterSpec) -> str:
@@ -96,22 +128,31 @@ def describe_cluster(cluster: ClusterSpec) -> str:
 
 def run_meta(
     cluster: ClusterSpec,
-    jobs: int,
-    seed: int,
-    load: float,
+    config: WorkloadConfig,
+    info: WorkloadInfo | None,
     cycle_interval: float,
     until: float | None,
     trace: LoadedTrace | None = None,
     time_scale: float = 1.0,
+    window: Window | None = None,
 ) -> dict[str, Any]:
     """What was run, for the JSON output and summary.json."""
+    seed = config.seed
     workload: dict[str, Any] = {
         "kind": "synthetic",
-        "jobs": jobs,
+        "jobs": info.jobs if info is not None else config.jobs,
         "seed": seed,
-        "target_load": load,
-        "speed_weighted_load": True,
-        "load_window": True,
+        "target_load": config.target_load,
+        "horizon_s": config.horizon,
+        "derived": info.derived if info is not None else None,
+        "arrival_span_s": info.span if info is not None else None,
+        "arrival_rate_per_s": info.arrival_rate if info is not None else None,
+        "offered_load": info.offered_load if info is not None else None,
+        "time_limit_s": config.time_limit,
+        "jobs_cut_by_time_limit": info.capped if info is not None else 0,
+        "gpu_time_cut_by_time_limit": info.cut if info is not None else 0.0,
+        "speed_weighted_load": config.speed_weighted_load,
+        "load_window": config.load_window,
     }
     if trace is not None:
         workload = {
@@ -122,6 +163,7 @@ def run_meta(
             "jobs": len(trace.jobs),
             "rows_skipped": trace.skipped.rows_skipped if trace.skipped else 0,
             "time_scale": time_scale,
+            "speed_basis": trace.basis.as_dict(cluster),
         }
     return {
         "suanli_version": suanli.__version__,
@@ -133,18 +175,25 @@ def run_meta(
         "seed": seed,
         "cycle_interval": cycle_interval,
         "until": until,
+        "window": {
+            "start_s": window.start if window is not None else None,
+            "end_s": window.end if window is not None else None,
+            "warmup": window.warmup if window is not None else 0.0,
+        },
     }
 
 
 def generate_workload(
     config: WorkloadConfig, cluster: ClusterSpec, progress: Progress | None
-) -> list[Job]:
-    """The synthetic jobs for ``cluster``, with a spinner on ``progress`` while they are drawn."""
+) -> tuple[list[Job], WorkloadInfo]:
+    """The synthetic jobs for ``cluster`` and how they came about, with a spinner on
+    ``progress`` while they are drawn."""
     if progress is None:
-        return generate(config, cluster)
-    task = progress.add_task("generating workload", total=None, detail=f"{config.jobs:,} jobs")
+        return generate_with_info(config, cluster)
+    size = f"{config.jobs:,} jobs" if config.jobs is not None else "deriving the job count"
+    task = progress.add_task("generating workload", total=None, detail=size)
     try:
-        return generate(config, cluster)
+        return generate_with_info(config, cluster)
     finally:
         progress.remove_task(task)
 
@@ -206,8 +255,11 @@ def run_all(
     explain: Sequence[str] = (),
     budgets: Callable[[], BudgetBook] | None = None,
     admission: dict[str, Any] | None = None,
+    speed_basis: SpeedBasis = REFERENCE,
+    window: Window | None = None,
 ) -> list[SimResult]:
-    """Simulate ``jobs`` under each policy set in turn (same jobs, same seed)."""
+    """Simulate ``jobs`` under each policy set in turn (same jobs, same seed); runtimes are
+    measured on ``speed_basis`` (a trace's ``LoadedTrace.basis``; ``suanli.core.speed``)."""
     results = []
     for ps in policies:
         report: Callable[[int], None] | None = None
@@ -232,6 +284,8 @@ def run_all(
                 explain=explain,
                 budgets=budgets() if budgets is not None else None,
                 admission=admission,
+                speed_basis=speed_basis,
+                window=window,
             )
         )
     return results
@@ -322,16 +376,65 @@ def simulate_command(
             help="Skip malformed trace rows (counted and reported) instead of failing.",
         ),
     ] = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-n", help="Synthetic jobs to generate.")] = 10_000,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-n",
+            help="Synthetic jobs to generate (default: as many as --horizon holds at --load).",
+        ),
+    ] = None,
+    horizon: Annotated[
+        str | None,
+        typer.Option(
+            "--horizon",
+            metavar="DURATION",
+            help="How long the synthetic jobs keep arriving, e.g. 21d or 36h (default: 21d, "
+            "or derived from --jobs and --load). Any two of --jobs, --horizon and --load fix "
+            "the third.",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the workload and the policies.")] = 0,
     load: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--load",
             help="Target offered load: GPU work asked per second over the cluster's "
-            "speed-weighted GPU capacity (0.9 = 90%).",
+            "speed-weighted GPU capacity (default 0.9 = 90%).",
         ),
-    ] = 0.9,
+    ] = None,
+    time_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--time-limit",
+            metavar="DURATION|none",
+            help="No synthetic job runs longer than this on the cluster, as a partition's "
+            f"time limit (default {DEFAULT_TIME_LIMIT / 3600:g}h; 'none' keeps Philly's "
+            "tail of jobs of weeks).",
+        ),
+    ] = None,
+    duty: Annotated[
+        str | None,
+        typer.Option(
+            "--duty",
+            metavar="PROFILE",
+            help="How busy jobs keep the GPUs they hold: training (Jeon et al., ATC'19), "
+            "inference (Alibaba GenAI trace), sharing, synthetic, declared, constant:X or "
+            "beta:MEAN,K (default: synthetic for the built-in workload, the trace's own for a "
+            "trace; docs/workload.md).",
+        ),
+    ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            metavar="START:END|arrivals",
+            help="What the summaries measure, as durations after the first arrival (2d:12d; "
+            "either side may be empty). Default: the arrivals less their first 10% "
+            "(warm-up) for a synthetic workload, all the arrivals for a trace; the drain "
+            "after the last arrival is left out. The whole run stays in the JSON.",
+        ),
+    ] = None,
     policy: Annotated[
         list[str] | None,
         typer.Option(
@@ -401,7 +504,28 @@ def simulate_command(
     ] = None,
 ) -> None:
     """Replay a synthetic workload under several policy sets and compare them side by side."""
-    check_options(jobs, seed, load, cycle_interval, until)
+    check_options(seed, cycle_interval, until)
+    if trace is not None:
+        for name, given in (
+            ("--jobs", jobs),
+            ("--horizon", horizon),
+            ("--load", load),
+            ("--time-limit", time_limit),
+        ):
+            if given is not None:
+                fail(f"{name}: only for a synthetic workload (a trace brings its own jobs)")
+    config = synthetic_config(
+        jobs=jobs,
+        horizon=horizon,
+        load=load,
+        time_limit=time_limit if time_limit is not None else f"{DEFAULT_TIME_LIMIT:g}",
+        seed=seed,
+        duty=duty if trace is None else None,
+    )
+    if trace is not None and duty is not None:
+        with user_errors():
+            parse_duty(duty)
+    measure = window_option(window, steady=trace is None)
     if not (math.isfinite(time_scale) and time_scale > 0):
         fail(f"--time-scale: must be a number > 0 (got {time_scale:g})")
     if time_scale != 1.0 and trace is None:
@@ -412,6 +536,7 @@ def simulate_command(
         except OSError as e:
             fail(f"--out {out}: cannot create the directory: {e.strerror or e}")
     loaded: LoadedTrace | None = None
+    info: WorkloadInfo | None = None
     with user_errors():
         err = Console(stderr=True, highlight=False)
         if trace is not None:
@@ -423,16 +548,17 @@ def simulate_command(
         else:
             spec = load_cluster(cluster or DEFAULT_CLUSTER)
         policies = resolve_policies(policy or DEFAULT_POLICIES)
-        config = WorkloadConfig(jobs=jobs, seed=seed, target_load=load)
         tenancy_config = (
             load_tenancy(quotas) if quotas is not None and quotas not in MODES else None
         )
         with progress_bars(err, not (quiet or as_json) and err.is_terminal) as bars:
             if loaded is not None:
-                workload = scale_arrivals(loaded.jobs, time_scale)
+                profile = parse_duty(duty) if duty is not None else trace_default(loaded.spec)
+                workload = apply_duty(scale_arrivals(loaded.jobs, time_scale), profile, seed)
                 check_feasible(spec, workload)
             else:
-                workload = generate_workload(config, spec, bars)
+                workload, info = generate_workload(config, spec, bars)
+                profile = parse_duty(config.duty)
             check_explain(explain or [], workload)
             make_book = budget_books(budgets, prices, epoch, spec)
             tenancy = (
@@ -456,8 +582,10 @@ def simulate_command(
                 explain=explain or [],
                 budgets=make_book,
                 admission=tenancy_config.admission if tenancy_config else None,
+                window=measure,
+                speed_basis=loaded.basis if loaded is not None else REFERENCE,
             )
-    meta = run_meta(spec, jobs, seed, load, cycle_interval, until, loaded, time_scale)
+    meta = run_meta(spec, config, info, cycle_interval, until, loaded, time_scale, measure)
     if as_json:
         sys.stdout.write(render_json(results, meta))
     else:
@@ -471,11 +599,17 @@ def simulate_command(
                 f"{len(workload):,} jobs{scaled}, seed {seed}"
             )
         else:
+            assert info is not None
             title = (
-                f"{spec.name}: {describe_cluster(spec)} · {jobs:,} synthetic jobs, "
-                f"seed {seed}, offered load {load:g}"
+                f"{spec.name}: {describe_cluster(spec)} · {info.jobs:,} synthetic jobs, "
+                f"seed {seed}: {info.describe()}"
             )
         console.print(title, markup=False)
+        console.print(describe_duty(workload, profile), markup=False)
+        if results:
+            console.print(describe_window(results[0]), markup=False)
+        if loaded is not None:
+            console.print(f"trace time: {loaded.basis.describe(spec)}", markup=False)
         console.print(results_table(results))
         for r in results:
             for alert in r.budget_alerts:
@@ -495,9 +629,7 @@ def simulate_command(
                 )
         if not quiet:
             console.print(
-                "GPU allocation/utilisation: time-weighted share of GPU capacity while the jobs "
-                "arrive (first to last arrival); whole run: to the last finish (or --until). "
-                "Bold: best of the row.",
+                FOOTNOTE,
                 style="dim",
             )
     if out is not None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from rich.table import Table
 from rich.text import Text
 
@@ -177,14 +178,19 @@ def is_oracle(label: str) -> bool:
 
 
 def _table_unit(sections: list[list[_Row]]) -> tuple[str, float]:
-    """One unit for every duration of the table, from its job-level rows (JCT and queueing
-    delay): those are what the table compares, the makespan follows them."""
-    jobs = [v for sec in sections for r in sec if r.kind == "duration" and r.name != "makespan"
-            for v in r.values]  # fmt: skip
-    if _finite(jobs):
-        return _duration_unit(jobs)
-    return _duration_unit([v for sec in sections for r in sec if r.kind == "duration"
-                           for v in r.values])  # fmt: skip
+    """One unit for every duration of the table: the largest in which the median non-zero
+    job-level value (JCT and queueing delay) is at least a tenth of a unit, and the largest
+    value under 10,000 units. Job figures are what the table compares; the makespan follows."""
+    rows = [r for sec in sections for r in sec if r.kind == "duration"]
+    jobs = [v for r in rows if r.name != "makespan" for v in _finite(r.values) if v > 0]
+    values = jobs or [v for r in rows for v in _finite(r.values) if v > 0]
+    if not values:
+        return "s", 1.0
+    median, top = float(np.median(values)), max(values)
+    for unit, seconds in (*_UNITS, ("s", 1.0)):
+        if median >= 0.1 * seconds and top < 10_000 * seconds:
+            return unit, seconds
+    return "s", 1.0
 
 
 def results_table(results: Sequence[SimResult], *, title: str | None = None) -> Table:

@@ -15,6 +15,8 @@ symbols, are in ``docs/billing.md``:
   ``k = C / A``;
 - idle capacity ``I_m = G_m × T − A_m`` GPU-hours, costing ``Σ_m I_m × c_m``;
 - allocated but idle (waste) ``w_m`` GPU-hours, costing ``Σ_m w_m × c_m`` at capacity cost;
+  busy GPU-hours ``B = A − Σ_m w_m`` (where the bill split used from idle), utilisation
+  ``B / (G T)`` beside allocation ``A / (G T)``, and cost per busy GPU-hour ``C / B``;
 - revenue ``R`` (the bill's total), margin ``R − C``, cost recovery ``R / C``;
 - ``x`` against ``y``: savings ``S = (k_y − k_x) × A_x`` (what ``x``'s delivered hours would
   have cost at ``y``'s cost per delivered hour, less what they cost), and the capacity cost
@@ -250,6 +252,9 @@ class Roi:
     wasted: Mapping[str, int]
     revenue: Decimal | None = None
     revenue_currency: str | None = None
+    busy_known: bool = True
+    """Whether ``wasted`` holds all the idle time (the bill split used from idle); else the
+    busy figures are undefined."""
 
     # Exact values -------------------------------------------------------------------------
 
@@ -328,6 +333,9 @@ class Roi:
             "delivered_gpu_hours": round_half_even(a, QUANTITY_QUANTUM),
             "allocation": round_half_even(a / cap_h, RATIO_QUANTUM) if cap_h else None,
             "cost_per_delivered_gpu_hour": _money(k) if k is not None else None,
+            "busy_gpu_hours": None,
+            "utilisation": None,
+            "cost_per_busy_gpu_hour": None,
             "idle_capacity_gpu_hours": round_half_even(
                 self.idle_capacity_hours_exact(), QUANTITY_QUANTUM
             ),
@@ -340,6 +348,11 @@ class Roi:
             "margin": None,
             "cost_recovery": None,
         }
+        if self.busy_known:
+            busy = a - Fraction(sum(self.wasted.values()), int(GPU_HOUR))
+            out["busy_gpu_hours"] = round_half_even(busy, QUANTITY_QUANTUM)
+            out["utilisation"] = round_half_even(busy / cap_h, RATIO_QUANTUM) if cap_h else None
+            out["cost_per_busy_gpu_hour"] = _money(c / busy) if busy else None
         if self.same_currency and self.revenue is not None:
             r = Fraction(self.revenue)
             out["margin"] = _money(r - c)
@@ -357,6 +370,7 @@ def roi(
     *,
     revenue: Decimal | None = None,
     revenue_currency: str | None = None,
+    busy_known: bool = True,
 ) -> Roi:
     """The figures of one result. ``CapacityError`` when a model the attempts used is not in
     the inventory or has no costs, or when the attempts held more GPU time than the cluster
@@ -390,6 +404,7 @@ def roi(
         wasted=dict(wasted or {}),
         revenue=revenue,
         revenue_currency=revenue_currency,
+        busy_known=busy_known,
     )
 
 

@@ -58,7 +58,7 @@ from suanli.core.tenancy import TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.attempts import FINISHED, PREEMPTED, RUNNING, AttemptLog
 from suanli.sim.explain import Explainer
-from suanli.sim.results import JobRecords, SimResult, summarise
+from suanli.sim.results import JobRecords, SimResult, Window, summarise
 
 
 def simulate(
@@ -79,6 +79,7 @@ def simulate(
     admission: Mapping[str, Any] | None = None,
     backfill_depth: int = DEFAULT_DEPTH,
     speed_basis: SpeedBasis = REFERENCE,
+    window: Window | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -99,7 +100,8 @@ def simulate(
     pending jobs conservative backfill reserves for. ``speed_basis``: what the jobs'
     runtimes were measured on (``suanli.core.speed``): the reference basis (V100 = 1.0) by
     default; a trace's ``LoadedTrace.basis`` replays it at its recorded durations on its own
-    GPU models and scales them on others.
+    GPU models and scales them on others. ``window``: what the summary measures
+    (``suanli.sim.results.Window``; default: first to last arrival, all jobs).
     """
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
@@ -130,6 +132,7 @@ def simulate(
             explain,
             budgets,
             speed_basis,
+            window,
         )
     finally:
         gc.unfreeze()
@@ -281,6 +284,7 @@ def _run(
     explain: Collection[str] = (),
     budgets: BudgetBook | None = None,
     speed_basis: SpeedBasis = REFERENCE,
+    window: Window | None = None,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -402,4 +406,5 @@ def _run(
         wall_s=wall,
         explain=notes.events,
         budget_alerts=[str(a) for a in budgets.alerts] if budgets is not None else [],
+        window=window,
     )

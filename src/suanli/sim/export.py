@@ -6,7 +6,8 @@ JSON (``<stem>-jobs.jsonl``, one object per job and line; ``<stem>-series.json``
 ``<stem>-attempts.csv`` (every attempt of every job and what it held: metering's input),
 ``summary.json`` (every result's ``SimResult.summary()``, the files written for it and the
 GPU-hours its attempts held) and
-``allocation.png`` (GPU allocation and pending jobs over time, one line per policy set).
+``allocation.png`` (GPU allocation and utilisation, and pending jobs, over the measurement
+window; one colour per policy set).
 ``<stem>`` is the policy-set label made filename-safe (``fifo/strict+best-fit`` →
 ``fifo-strict_best-fit``), unique within one call.
 
@@ -74,7 +75,6 @@ PLOT_FILE = "allocation.png"
 PLOT_POINTS = 2000
 """Most points per line in the plot; longer series are averaged over time bins."""
 
-_LINE_STYLES = ("-", "--", "-.", ":")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -315,46 +315,77 @@ def _time_unit(span: float) -> tuple[str, float]:
 
 
 def plot_allocation(results: Sequence[SimResult], path: Path) -> None:
-    """PNG of GPU allocation (%) and pending jobs over time, one line per result.
+    """PNG of GPU allocation and utilisation (%) and pending jobs over the measurement window,
+    one colour per result: allocation solid, utilisation dotted in the same colour.
 
-    Uses matplotlib's Agg canvas directly (no pyplot, no global backend switch).
+    The window (``SimResult.window``: warm-up and drain left out) fills the axis; the whole run
+    is in the series files. Uses matplotlib's Agg canvas directly (no pyplot, no global backend
+    switch).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(10, 6.5), dpi=100, layout="constrained")
+    fig = Figure(figsize=(10, 7), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     ax_alloc, ax_pending = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
-    span = max((float(r.series.t[-1]) for r in results if len(r.series.t)), default=0.0)
-    unit, scale = _time_unit(span)
-    for i, r in enumerate(results):
+    shown = [r for r in results if len(r.series.t)]
+    w0 = min((r.window[0] for r in shown), default=0.0)
+    w1 = max((r.window[1] for r in shown), default=0.0)
+    if w1 <= w0:  # nothing to window: the whole run
+        w1 = max((float(r.series.t[-1]) for r in shown), default=w0 + 1.0)
+    unit, scale = _time_unit(w1 - w0)
+    top = 0.0
+    for i, r in enumerate(shown):
         s = r.series
-        if not len(s.t):
-            continue
-        # Policy sets often coincide for stretches; the line styles keep each one visible.
-        style = {"drawstyle": "steps-post", "lw": 1.0, "ls": _LINE_STYLES[i % len(_LINE_STYLES)]}
-        t, alloc = downsample(s.t, s.allocation)
-        ax_alloc.plot(t / scale, alloc * 100, label=r.label, **style)
-        t, pending = downsample(s.t, s.pending)
-        ax_pending.plot(t / scale, pending, label=r.label, **style)
+        t_win, alloc, busy, pending = _within(s.t, (s.allocation, s.utilisation, s.pending), w0, w1)
+        colour = f"C{i % 10}"
+        style = {"drawstyle": "steps-post", "color": colour}
+        t, a = downsample(t_win, alloc)
+        ax_alloc.plot(t / scale, a * 100, lw=1.2, label=r.label, **style)
+        t, b = downsample(t_win, busy)
+        ax_alloc.plot(t / scale, b * 100, lw=1.0, ls=":", **style)
+        t, p = downsample(t_win, pending)
+        ax_pending.plot(t / scale, p, lw=1.0, **style)
+        top = max(top, float(p.max()) if len(p) else 0.0)
     first = results[0] if results else None
-    title = "GPU allocation"
+    title = "GPU allocation (solid) and utilisation (dotted)"
     if first is not None:
-        title += f": {first.cluster} ({first.total_gpus} GPUs, {first.jobs} jobs)"
+        title += f": {first.cluster}, {first.total_gpus:,} GPUs, {first.jobs:,} jobs"
     ax_alloc.set_title(title)
-    ax_alloc.set_ylabel("GPUs allocated (%)")
+    ax_alloc.set_ylabel("share of GPU capacity (%)")
     ax_alloc.set_ylim(0, 105)
+    ax_alloc.set_xlim(w0 / scale, w1 / scale)
     ax_alloc.grid(True, alpha=0.3)
-    if results:
-        ax_alloc.legend(loc="best", fontsize="small")
+    if shown:
+        key = [
+            Line2D([], [], color="0.3", lw=1.2, label="allocated: GPUs held by jobs"),
+            Line2D([], [], color="0.3", lw=1.0, ls=":", label="utilised: GPUs kept busy"),
+        ]
+        handles, _ = ax_alloc.get_legend_handles_labels()
+        ax_alloc.legend(handles=handles + key, loc="lower right", fontsize="small", ncol=2)
     ax_pending.set_ylabel("pending jobs")
-    ax_pending.set_xlabel(f"simulated time ({unit})")
-    top = max((float(r.series.pending.max()) for r in results if len(r.series.t)), default=0.0)
+    ax_pending.set_xlabel(
+        f"simulated time ({unit}) over the measurement window: warm-up and drain left out "
+        "(the whole run is in the series files)"
+    )
     ax_pending.set_ylim(0, max(1.0, top * 1.05))
     ax_pending.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_pending.grid(True, alpha=0.3)
     fig.savefig(path, format="png")
+
+
+def _within(
+    t: np.ndarray, values: tuple[np.ndarray, ...], w0: float, w1: float
+) -> tuple[np.ndarray, ...]:
+    """The step series clipped to [w0, w1]: the value in force at ``w0`` starts it."""
+    lo = max(int(np.searchsorted(t, w0, side="right")) - 1, 0)
+    hi = int(np.searchsorted(t, w1, side="right"))
+    tt = t[lo:hi].copy()
+    if len(tt):
+        tt[0] = max(tt[0], w0)
+    return (tt, *(v[lo:hi] for v in values))
 
 
 # --------------------------------------------------------------------------------------------
