@@ -176,3 +176,30 @@ def store_location(request: Any, tmp_path: Path, filename: str = "suanli.db") ->
     else:
         with fresh_schema(request.getfixturevalue("postgres_server")) as url:
             yield url
+
+
+def location_fixture() -> Any:
+    """A fixture (assign it to the name tests ask for) that yields where to open an empty
+    store, once on each backend (``store_location``)."""
+
+    @pytest.fixture(params=BACKENDS)
+    def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+        with store_location(request, tmp_path) as where:
+            yield where
+
+    return location
+
+
+def store_fixture() -> Any:
+    """A fixture (assign it to the name tests ask for) that yields an open store
+    (``suanli.store.Store``), once on each backend, closed afterwards."""
+    from suanli.store import open_store
+
+    @pytest.fixture(params=BACKENDS)
+    def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+        with store_location(request, tmp_path) as where:
+            s = open_store(where)
+            yield s
+            s.close()
+
+    return store

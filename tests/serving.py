@@ -1,7 +1,9 @@
 """Running ``suanli serve`` in a test: the real server on a loopback port, in this process.
 
 The server is built as ``suanli serve`` builds it (``cli.serve.build_server``) with two
-declared (virtual) GPUs, its loop and its HTTP server on threads of their own.
+declared (virtual) GPUs, its loop, its GPU utilisation sampler (when it has one: a
+``util_reader`` stand-in, since there is no NVML here) and its HTTP server on threads of
+their own.
 """
 
 from __future__ import annotations
@@ -67,13 +69,16 @@ def start(state: Path, db: str, **options: Any) -> Running:
     http = threading.Thread(target=uv.run, daemon=True)
     loop.start()
     http.start()
+    threads = [loop, http]
+    if server.sampler is not None:
+        threads.append(server.sampler.start(server.stop))
     deadline = time.monotonic() + DEADLINE_S
     while not uv.started:
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.02)
     # Written on the first start; a restart on the same state finds it there.
     admin = (server.token_file or state / "admin.token").read_text().strip()
-    return Running(server, f"http://127.0.0.1:{port}", admin, state, [loop, http], uv)
+    return Running(server, f"http://127.0.0.1:{port}", admin, state, threads, uv)
 
 
 def submit(c: httpx.Client, **spec: Any) -> str:

@@ -20,10 +20,10 @@ import pytest
 import schemathesis
 
 from fuzzing import describe, fuzz, operations, request_of
-from pg import BACKENDS, postgres_server, store_location  # noqa: F401  (postgres_server: a fixture)
+from pg import postgres_server, store_fixture  # noqa: F401  (postgres_server: a fixture)
 from suanli.control.metrics import ControlMetrics
 from suanli.metering.charges import Charge
-from suanli.store import Store, open_store, post_charges
+from suanli.store import Store, post_charges
 from suanli.store import jobs as js
 from suanli.store.tokens import create_token
 
@@ -37,12 +37,7 @@ NOW = 1_764_000_000_000
 JOB = {"command": ["python", "train.py"], "gpus": 1}
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with store_location(request, tmp_path) as where:
-        s = open_store(where)
-        yield s
-        s.close()
+store = store_fixture()
 
 
 @dataclass

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from suanli.backends.inventory import GpuSample
 from suanli.control.metrics import ControlMetrics
+from suanli.control.sampler import JobReading
 
 PROMTOOL = shutil.which("promtool")
 
@@ -55,13 +56,27 @@ def populated() -> ControlMetrics:
     m.set_gpu_samples(
         {("n0", 0): GpuSample(87, 40_000, 412.5, 61), ("n0", 1): GpuSample(3, 512, 70.0, 35)}
     )
+    # The sampler's per-job readings (from a stand-in: there is no GPU here) and a failure.
+    m.set_job_gpu(
+        {
+            "7": JobReading("vision", "vision", 0.5, 20_000),
+            "9": JobReading("stranger", "nlp", 0.25, 512),
+        }
+    )
+    m.sampling_failed("read")
     return m
 
 
 @pytest.mark.parametrize("queues", [None, {"vision"}], ids=["full", "tenant"])
 def test_promtool_accepts_the_exposition(queues: Collection[str] | None) -> None:
     m = populated()
-    body, _ = m.render(queues)
+    body, _ = m.render(queues, None if queues is None else "vision")
+    if queues is not None:  # the tenant's own job's series is there, and only that one
+        text = body.decode()
+        assert (
+            'suanli_job_gpu_utilization_ratio{job="7",queue="vision",tenant="vision"} 0.5' in text
+        )
+        assert 'job="9"' not in text
     if queues is None:  # the full view really has every metric, each with samples
         families = {f.name: f for f in text_string_to_metric_families(body.decode())}
         registered = {f.name for f in m.registry.collect()}

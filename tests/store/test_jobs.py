@@ -6,14 +6,11 @@ directly, bypassing the scheduler, and the database must refuse the one too many
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 import sqlalchemy as sa
 
-from pg import BACKENDS, postgres_server, store_location  # noqa: F401  (postgres_server: a fixture)
-from suanli.store import Store, open_store
+from pg import postgres_server, store_fixture  # noqa: F401  (postgres_server: a fixture)
+from suanli.store import Store
 from suanli.store import jobs as js
 from suanli.store.schema import gpu_claims, gpus, job_events
 from suanli.store.tokens import TokenError, authenticate, create_token, list_tokens, revoke_token
@@ -21,12 +18,7 @@ from suanli.store.tokens import TokenError, authenticate, create_token, list_tok
 NOW = 1_764_000_000_000
 
 
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with store_location(request, tmp_path) as where:
-        s = open_store(where)
-        yield s
-        s.close()
+store = store_fixture()
 
 
 def inventory(store: Store, n_gpus: int = 2) -> None:

@@ -41,6 +41,7 @@ from suanli.store import jobs as js
 from suanli.store import tokens as tk
 from suanli.store.ledger import DIMENSIONS, totals
 from suanli.store.schema import JOB_STATES
+from suanli.store.utilisation import gpu_time, job_utilisation
 
 LogFile = Callable[[str, int, int, str], Path | None]
 """``log_file(job_id, attempt, task, stream)``: where that log is, or None."""
@@ -155,12 +156,15 @@ def create_app(
     intake: Intake | None = None,
     health: Callable[[], str | None] = lambda: None,
     gpus: Callable[[], tuple[Mapping[str, float], Mapping[str, float]]] | None = None,
+    gpu_sampling: str = "off: no sampler",
 ) -> FastAPI:
     """The API over ``store`` (see the module docstring and ``docs`` for the endpoints).
 
     ``intake`` checks each submission before it is stored (``suanli.control.intake``);
     ``health`` says why the scheduler is unwell (None: it is well) for ``/healthz``;
-    ``gpus`` gives the GPUs per model (total, claimed) for the metrics, read at each scrape."""
+    ``gpus`` gives the GPUs per model (total, claimed) for the metrics, read at each scrape;
+    ``gpu_sampling`` says how GPU utilisation is sampled (``nvml``, ``off: <why>``), for the
+    job view."""
     app = FastAPI(
         title="suanli",
         version=suanli.__version__,
@@ -291,11 +295,15 @@ def create_app(
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def get_job(job_id: JobId, who: Who) -> s.JobDetail:
         """The job, its attempts and its history."""
-        job = visible_job(who, job_id)
+        job = visible_job(who, job_id)  # another tenant's job, and its samples: 404
+        with store.read() as conn:
+            sampled = job_utilisation(conn, job.id)
+            attempts = [
+                s.attempt_out(a, sampled.get(a.attempt)) for a in js.job_attempts(conn, job.id)
+            ]
+            history = [s.event_out(e) for e in js.job_history(conn, job.id)]
         return s.JobDetail(
-            job=s.job_out(job),
-            attempts=[s.attempt_out(a) for a in js.job_attempts(store, job.id)],
-            history=[s.event_out(e) for e in js.job_history(store, job.id)],
+            job=s.job_out(job), attempts=attempts, history=history, gpu_sampling=gpu_sampling
         )
 
     @app.post("/v1/jobs/{job_id}/cancel", status_code=202, tags=["jobs"])
@@ -389,7 +397,9 @@ def create_app(
     ) -> s.UsageOut:
         """Ledger totals grouped ``by`` (default: queue and resource, so that quantities are
         in one unit: GPU-hours, core-hours, GiB-hours) over charges starting in
-        ``[since, until)`` (epoch ms or ISO 8601). Non-admins see their tenant's only."""
+        ``[since, until)`` (epoch ms or ISO 8601); and ``gpu``: the GPU time of the usage
+        records starting then, allocated, used and idle by sampled utilisation, and the
+        attempts without samples (unmeasured). Non-admins see their tenant's only."""
         chosen = by or ["queue", "resource"]
         dims = list(dict.fromkeys(x.strip() for v in chosen for x in v.split(",")))
         unknown = [d for d in dims if d not in DIMENSIONS]
@@ -397,9 +407,18 @@ def create_app(
             field = s.ErrorField(field="by", problem=f"choose from {', '.join(DIMENSIONS)}")
             raise ApiError(422, invalid([field]), fields=[field])
         since_ms, until_ms = _parse_time("since", since), _parse_time("until", until)
+        gpu = s.gpu_use_out(
+            gpu_time(
+                store,
+                dims,
+                since_ms=since_ms,
+                until_ms=until_ms,
+                tenant=None if who.admin else who.tenant or "",
+            )
+        )
         if who.admin:
             rows = totals(store, dims, since_ms=since_ms, until_ms=until_ms)
-            return s.UsageOut(by=dims, totals=[s.usage_row(dims, t) for t in rows])
+            return s.UsageOut(by=dims, totals=[s.usage_row(dims, t) for t in rows], gpu=gpu)
         asked = "department" in dims
         query = dims if asked else ["department", *dims]
         at = query.index("department")
@@ -413,7 +432,7 @@ def create_app(
                 type(t)(t.group[1:], t.currency, t.amount, t.quantity, t.raw, t.entries)
                 for t in rows
             ]
-        return s.UsageOut(by=dims, totals=[s.usage_row(dims, t) for t in rows])
+        return s.UsageOut(by=dims, totals=[s.usage_row(dims, t) for t in rows], gpu=gpu)
 
     @app.get("/v1/whoami", tags=["tokens"])
     def whoami(who: Who) -> s.WhoAmI:
@@ -482,13 +501,14 @@ def create_app(
         metrics.set_gpu_samples(telemetry())  # read now: each scrape sees current readings
         if gpus is not None:
             metrics.set_gpus(*gpus())  # from the store's claims, as `suanli nodes` shows them
-        scope = None
+        scope, tenant = None, None
         if who is not None and not (who.admin or who.scraper):
+            tenant = who.tenant
             scope = {q for (_, q), _n in js.job_counts(store, tenant=who.tenant).items()}
             scope |= {
                 str(q["name"]) for q in queues() if _serves(str(q.get("org", "")), who.tenant or "")
             }
-        body, content_type = metrics.render(scope)
+        body, content_type = metrics.render(scope, tenant)
         return Response(body, media_type=content_type)
 
     text_200: dict[int | str, dict[str, Any]] = {

@@ -7,13 +7,16 @@ keeps epoch milliseconds. Money and priced quantities are decimal strings (exact
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from suanli.metering.usage import GPU_HOUR
 from suanli.store.jobs import AttemptRecord, GpuRow, JobEvent, JobRecord, NodeRow
 from suanli.store.ledger import Total
 from suanli.store.tokens import Principal, TokenInfo
+from suanli.store.utilisation import GpuTime, GpuTimeReport, Utilisation, unmeasured_by_attempt
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@/-]{0,199}$"
 """Names of tokens, users and tenants (as ``suanli.store.tokens`` checks them)."""
@@ -56,6 +59,20 @@ class JobOut(BaseModel):
     spec: dict[str, Any]
 
 
+class GpuUtilOut(BaseModel):
+    """An attempt's sampled GPU utilisation (raw and folded samples together)."""
+
+    samples: int
+    mean_pct: float
+    """Time-weighted mean utilisation of what the attempt holds, over its GPUs, 0 to 100."""
+    peak_memory_mib: int
+    """The most GPU memory it used on any one of its GPUs."""
+    sampled_s: float
+    """The time its samples stand for, in seconds (summed over its GPUs)."""
+    first_at: str
+    last_at: str
+
+
 class AttemptOut(BaseModel):
     attempt: int
     state: str
@@ -66,6 +83,8 @@ class AttemptOut(BaseModel):
     outcome: str | None
     exit_code: int | None
     detail: str | None
+    gpu_utilization: GpuUtilOut | None = None
+    """None: no utilisation sample (see ``JobDetail.gpu_sampling``)."""
 
 
 class EventOut(BaseModel):
@@ -80,6 +99,9 @@ class JobDetail(BaseModel):
     job: JobOut
     attempts: list[AttemptOut]
     history: list[EventOut]
+    gpu_sampling: str
+    """How the server samples GPU utilisation: ``nvml`` (or the name of another reader),
+    or ``off: <why>`` (``off: NVML not present``, ``off: --util-interval 0``)."""
 
 
 class JobPage(BaseModel):
@@ -125,9 +147,45 @@ class UsageRow(BaseModel):
     entries: int
 
 
+class GpuUseRow(BaseModel):
+    """GPU time of one group: allocated, and of it used (allocated x the attempt's sampled
+    mean utilisation), idle (allocated - used) and unmeasured (attempts without samples:
+    neither used nor idle). Hours as exact decimal strings (9 places); ``*_milli_ms`` are
+    the exact figures in milli-GPU x ms."""
+
+    group: dict[str, str]
+    allocated_gpu_hours: str
+    used_gpu_hours: str
+    idle_gpu_hours: str
+    unmeasured_gpu_hours: str
+    allocated_milli_ms: int
+    used_milli_ms: int
+    idle_milli_ms: int
+    unmeasured_milli_ms: int
+
+
+class UnmeasuredAttempt(BaseModel):
+    job_id: str
+    attempt: int
+    gpu_hours: str
+
+
+class GpuUseOut(BaseModel):
+    """The bill's GPU time from the usage records, grouped by those of ``by`` that usage
+    records have (``resource``, ``band``, ``book_version`` and ``batch`` are left out)."""
+
+    by: list[str]
+    rows: list[GpuUseRow]
+    unmeasured: list[UnmeasuredAttempt]
+    """Attempts without utilisation samples, in job order (at most ``MAX_UNMEASURED``)."""
+    unmeasured_attempts: int
+    """How many attempts had no samples (all of them, listed or not)."""
+
+
 class UsageOut(BaseModel):
     by: list[str]
     totals: list[UsageRow]
+    gpu: GpuUseOut
 
 
 class WhoAmI(BaseModel):
@@ -194,8 +252,9 @@ def job_out(j: JobRecord) -> JobOut:
     )
 
 
-def attempt_out(a: AttemptRecord) -> AttemptOut:
+def attempt_out(a: AttemptRecord, u: Utilisation | None = None) -> AttemptOut:
     return AttemptOut(
+        gpu_utilization=None if u is None else gpu_util_out(u),
         attempt=a.attempt,
         state=a.state,
         placement=a.placement,
@@ -247,6 +306,53 @@ def usage_row(by: list[str], t: Total) -> UsageRow:
         quantity=str(t.quantity),
         raw=t.raw,
         entries=t.entries,
+    )
+
+
+def gpu_util_out(u: Utilisation) -> GpuUtilOut:
+    return GpuUtilOut(
+        samples=u.samples,
+        mean_pct=u.util_bp_ms / u.span_ms / 100,
+        peak_memory_mib=u.memory_max_mib,
+        sampled_s=u.span_ms / 1000,
+        first_at=iso(u.first_ms) or "",
+        last_at=iso(u.last_ms) or "",
+    )
+
+
+MAX_UNMEASURED = 1000
+"""Attempts without samples listed by ``GET /v1/usage`` (all are counted)."""
+_HOURS = Decimal("0.000000001")
+
+
+def gpu_hours(milli_ms: int) -> str:
+    """Milli-GPU x ms as GPU-hours, a decimal string of 9 places (half-even)."""
+    return f"{(Decimal(milli_ms) / GPU_HOUR).quantize(_HOURS, ROUND_HALF_EVEN):f}"
+
+
+def gpu_use_out(report: GpuTimeReport) -> GpuUseOut:
+    def row(group: tuple[str, ...], f: GpuTime) -> GpuUseRow:
+        return GpuUseRow(
+            group=dict(zip(report.by, group, strict=True)),
+            allocated_gpu_hours=gpu_hours(f.allocated),
+            used_gpu_hours=gpu_hours(f.used),
+            idle_gpu_hours=gpu_hours(f.idle),
+            unmeasured_gpu_hours=gpu_hours(f.unmeasured),
+            allocated_milli_ms=f.allocated,
+            used_milli_ms=f.used,
+            idle_milli_ms=f.idle,
+            unmeasured_milli_ms=f.unmeasured,
+        )
+
+    missing = unmeasured_by_attempt(report)
+    return GpuUseOut(
+        by=report.by,
+        rows=[row(g, f) for g, f in sorted(report.groups.items())],
+        unmeasured=[
+            UnmeasuredAttempt(job_id=j, attempt=a, gpu_hours=gpu_hours(raw))
+            for j, a, raw in missing[:MAX_UNMEASURED]
+        ],
+        unmeasured_attempts=len(missing),
     )
 
 

@@ -41,6 +41,8 @@ __all__ = [
     "declared",
     "detect",
     "model_name",
+    "read_device",
+    "shutdown",
     "telemetry",
 ]
 
@@ -147,7 +149,7 @@ def detect(*, node_name: str | None = None, nvml: Any = None) -> Inventory | Non
     except nvml.NVMLError as e:
         raise RuntimeError(f"NVML found GPUs but could not describe them: {e}") from None
     finally:
-        _shutdown(nvml)
+        shutdown(nvml)
     if not gpus:
         return None
     models = sorted({g.model for g in gpus})
@@ -245,12 +247,10 @@ def telemetry(indices: Iterable[int], *, nvml: Any = None) -> dict[int, GpuSampl
     out: dict[int, GpuSample] = {}
     try:
         for i in wanted:
-            try:
-                handle = nvml.nvmlDeviceGetHandleByIndex(i)
-                util = nvml.nvmlDeviceGetUtilizationRates(handle)
-                mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-            except nvml.NVMLError:
+            device = read_device(nvml, i)
+            if device is None:
                 continue
+            handle, util, mem = device
             power: float | None
             try:
                 power = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # milliwatts
@@ -263,8 +263,22 @@ def telemetry(indices: Iterable[int], *, nvml: Any = None) -> dict[int, GpuSampl
                 temperature = None
             out[i] = GpuSample(int(util.gpu), int(mem.used) // _MIB, power, temperature)
     finally:
-        _shutdown(nvml)
+        shutdown(nvml)
     return out
+
+
+def read_device(nvml: Any, index: int) -> tuple[Any, Any, Any] | None:
+    """GPU ``index``'s NVML handle, utilisation rates and memory info (NVML started), or
+    None when NVML cannot read them."""
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        return (
+            handle,
+            nvml.nvmlDeviceGetUtilizationRates(handle),
+            nvml.nvmlDeviceGetMemoryInfo(handle),
+        )
+    except nvml.NVMLError:
+        return None
 
 
 def _describe(nvml: Any, index: int) -> GpuInfo:
@@ -284,7 +298,8 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _shutdown(nvml: Any) -> None:
+def shutdown(nvml: Any) -> None:
+    """Shut NVML down, ignoring an error (it was started by the caller)."""
     try:
         nvml.nvmlShutdown()
     except nvml.NVMLError:

@@ -320,12 +320,33 @@ def show_command(
                 "-" if a["exit_code"] is None else str(a["exit_code"]),
             )  # fmt: skip
         out.print(table)
+        out.print(_utilisation_lines(detail))
     history = Table(title="history", title_justify="left", header_style="bold")
     for col in ("AT", "EVENT", "DETAIL"):
         history.add_column(col, no_wrap=col != "DETAIL")
     for e in detail["history"]:
         history.add_row(when(e["at"]), e["kind"], e["detail"])
     out.print(history)
+
+
+def _utilisation_lines(detail: dict[str, Any]) -> str:
+    """The show's GPU utilisation section: per attempt, the sampled mean utilisation (of
+    what it holds, time-weighted), its peak GPU memory and the number of samples, or why
+    there are none."""
+    sampling = str(detail.get("gpu_sampling") or "")
+    why = sampling.removeprefix("off: ") if sampling.startswith("off") else ""
+    lines = ["[bold]GPU utilisation[/bold] (time-weighted mean of what each attempt holds)"]
+    for a in detail["attempts"]:
+        u = a.get("gpu_utilization")
+        if u is not None:
+            text = (f"mean {u['mean_pct']:.1f}%, peak memory {u['peak_memory_mib']:,} MiB, "
+                    f"{u['samples']:,} sample{'s' if u['samples'] != 1 else ''}")  # fmt: skip
+        elif not any(t.get("gpus") for t in a["placement"]):
+            text = "no GPUs"
+        else:
+            text = f"no utilisation samples ({why})" if why else "no utilisation samples"
+        lines.append(f"  attempt {a['attempt']}: {text}")
+    return "\n".join(lines)
 
 
 def cancel_command(
@@ -463,7 +484,8 @@ def usage_command(
     as_json: JsonOption = False,
 ) -> None:
     """Charges from the ledger, totalled by queue and resource (or --by and resource), with
-    each quantity's unit (GPU-h, core-h, GiB-h)."""
+    each quantity's unit (GPU-h, core-h, GiB-h); then GPU time allocated, used (x each
+    attempt's sampled mean utilisation), idle and unmeasured (attempts without samples)."""
     dims = None
     if by:  # as the API reads it (commas too), and resource so that each row has one unit
         dims = list(dict.fromkeys(d.strip() for v in by for d in v.split(",") if d.strip()))
@@ -486,6 +508,51 @@ def usage_command(
     columns = (*(d.upper() for d in data["by"]), "CURRENCY", "AMOUNT", "QUANTITY", "UNIT",
                "ENTRIES")  # fmt: skip
     print_rows(columns, rows, right=figures)
+    _print_gpu_time(data.get("gpu"))
+
+
+UNMEASURED_SHOWN = 20
+"""Attempts without samples that ``suanli usage`` names (``--json`` lists more)."""
+
+
+def _print_gpu_time(gpu: dict[str, Any] | None) -> None:
+    """The bill's GPU time: per group allocated, used, idle and unmeasured GPU-hours, and
+    the attempts without utilisation samples (neither used nor idle)."""
+    if not gpu or not gpu["rows"]:
+        return
+    out = console()
+    out.print()
+    out.print("[bold]GPU time[/bold]: used = allocated x the attempt's sampled mean "
+              "utilisation; idle = allocated - used")  # fmt: skip
+    dims = gpu["by"]
+    rows = sorted(gpu["rows"], key=lambda r: tuple(natural_key(r["group"][d]) for d in dims))
+    figures = ("ALLOCATED GPU-h", "USED GPU-h", "IDLE GPU-h", "UNMEASURED GPU-h")
+    measured = any(r["used_milli_ms"] or r["idle_milli_ms"] for r in rows)
+    print_rows(
+        (*(d.upper() for d in dims), *figures),
+        (
+            (*(r["group"][d] for d in dims), r["allocated_gpu_hours"],
+             r["used_gpu_hours"] if r["allocated_milli_ms"] > r["unmeasured_milli_ms"] else "-",
+             r["idle_gpu_hours"] if r["allocated_milli_ms"] > r["unmeasured_milli_ms"] else "-",
+             r["unmeasured_gpu_hours"])
+            for r in rows
+        ),
+        right=figures,
+    )  # fmt: skip
+    n = gpu["unmeasured_attempts"]
+    if not n:
+        return
+    named = ", ".join(
+        f"job {u['job_id']} attempt {u['attempt']} ({u['gpu_hours']} GPU-h)"
+        for u in gpu["unmeasured"][:UNMEASURED_SHOWN]
+    )
+    more = n - min(n, UNMEASURED_SHOWN)
+    out.print(
+        f"unmeasured ({n} attempt{'s' if n != 1 else ''} without utilisation samples, neither "
+        f"used nor idle{'' if measured else '; none was sampled'}): {named}"
+        + (f", and {more} more (--json lists up to {len(gpu['unmeasured'])})" if more else ""),
+        soft_wrap=True,
+    )
 
 
 # --- ready --------------------------------------------------------------------------------

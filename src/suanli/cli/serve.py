@@ -25,6 +25,11 @@ TENANT=USER`` per tenant); run as another user, tasks run as that user (single-u
 isolation from the server's files). Working directories are never inside the state
 directory. ``docs/serve.md`` has the threat model.
 
+GPU utilisation: with NVML's GPUs, a sampler thread reads each running attempt's GPUs
+every ``--util-interval`` seconds (0: never) into the store, keeps raw samples for
+``--util-retention`` (and at most ``--util-max-samples`` rows), then folds them into
+per-attempt summaries (``suanli.control.sampler``, ``docs/serve.md``).
+
 The server logs to ``STATE/serve.log`` (``--log -``: standard error) and prints one line
 when it is ready: the API answers and the scheduler has recovered its state. If the
 scheduler loop stops, ``/healthz`` answers 503 and the process exits with status 1, so that a
@@ -46,8 +51,10 @@ import typer
 from suanli.cli.errors import fail, user_errors
 
 if TYPE_CHECKING:
+    from suanli.backends.gpu_util import GpuUseReader
     from suanli.control.loop import ControlConfig, Controller
     from suanli.control.metrics import ControlMetrics
+    from suanli.control.sampler import UtilSampler
     from suanli.store import Store
 
 DEFAULT_PORT = 8620
@@ -185,6 +192,30 @@ def serve_command(
             help="Seconds between reconciliations of store, loop and tasks.",
         ),
     ] = 30.0,
+    util_interval: Annotated[
+        float,
+        typer.Option(
+            "--util-interval",
+            metavar="SECONDS",
+            help="Seconds between GPU utilisation samples of running jobs (NVML; 0: off).",
+        ),
+    ] = 10.0,
+    util_retention: Annotated[
+        str,
+        typer.Option(
+            "--util-retention",
+            metavar="DURATION",
+            help="Keep raw utilisation samples this long (7d, 12h, seconds), then fold them.",
+        ),
+    ] = "7d",
+    util_max_samples: Annotated[
+        int,
+        typer.Option(
+            "--util-max-samples",
+            metavar="N",
+            help="Keep at most N raw utilisation samples, folding the oldest (0: no cap).",
+        ),
+    ] = 1_000_000,
     log: Annotated[
         str | None,
         typer.Option(
@@ -195,9 +226,13 @@ def serve_command(
     ] = None,
 ) -> None:
     """Run the control plane: API, scheduler loop and local backend (docs/serve.md)."""  # fmt: skip
+    import math
+
     import uvicorn
 
+    from suanli.config.budgets import parse_duration
     from suanli.control.spec import size_mib
+    from suanli.core.model import SpecError
 
     if not 0 < port < 65536:
         fail(f"--port: must be in 1..65535, got {port}")
@@ -215,6 +250,14 @@ def serve_command(
         fail(str(e))
     if log_max <= 0:
         fail("--task-log-max: must be > 0")
+    if not (math.isfinite(util_interval) and (util_interval == 0 or util_interval >= 0.1)):
+        fail(f"--util-interval: must be 0 (off) or at least 0.1 seconds, got {util_interval}")
+    try:
+        retention_s = parse_duration(util_retention, "--util-retention")
+    except SpecError as e:
+        fail(str(e))
+    if util_max_samples < 0:
+        fail(f"--util-max-samples: must be >= 0 (0: no cap), got {util_max_samples}")
     state = state_dir or default_state_dir()
     with user_errors():
         server = build_server(
@@ -238,6 +281,9 @@ def serve_command(
             task_log_max=log_max,
             interval=interval,
             reconcile_interval=reconcile_interval,
+            util_interval=util_interval,
+            util_retention=retention_s,
+            util_max_samples=util_max_samples or None,
         )
     log_target = log if log is not None else str(server.state / LOG_FILE)
     fmt = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -278,6 +324,7 @@ def serve_command(
 
     loop = threading.Thread(target=scheduler, name="suanli-scheduler", daemon=True)
     loop.start()
+    sampler = server.sampler.start(server.stop) if server.sampler is not None else None
     threading.Thread(target=announce, name="suanli-ready", daemon=True).start()
     try:
         uv.run()
@@ -286,6 +333,8 @@ def serve_command(
         server.stop.set()
         server.wake.set()
         loop.join(timeout=30)
+        if sampler is not None:
+            sampler.join(timeout=30)
         server.close()
     if died or stopped_by_loop:
         why = f"{type(died[0]).__name__}: {died[0]}" if died else "it returned"
@@ -306,6 +355,8 @@ class Server:
     describe: str
     state: Path
     app: Any = None
+    sampler: UtilSampler | None = None
+    """The GPU utilisation sampler (None: off), run on a thread of its own."""
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
 
@@ -342,13 +393,21 @@ def build_server(
     reconcile_interval: float = 30.0,
     scratch: Path | None = None,
     euid: int | None = None,
+    util_interval: float = 10.0,
+    util_retention: float | None = 7 * 86_400.0,
+    util_max_samples: int | None = 1_000_000,
+    util_reader: GpuUseReader | None = None,
 ) -> Server:
     """Open the store, take the inventory, and build the controller, backend and API.
 
     ``limits`` is (submissions a second, burst, pending jobs) per tenant (None: no limit);
-    ``euid`` stands in for the process's effective uid (tests)."""
+    ``euid`` stands in for the process's effective uid (tests). GPU utilisation is sampled
+    every ``util_interval`` seconds (0: not at all) through NVML when the GPUs are NVML's;
+    ``util_reader`` replaces NVML with another reader (tests: a stand-in for hardware that
+    is not there; there is no command-line option or API for it)."""
     from suanli.api.app import create_app
     from suanli.backends.base import loader_variables
+    from suanli.backends.gpu_util import NvmlReader, nvml_present
     from suanli.backends.inventory import declared, detect
     from suanli.backends.inventory import telemetry as nvml_telemetry
     from suanli.backends.local import LocalBackend
@@ -358,6 +417,7 @@ def build_server(
     from suanli.control.intake import Intake, Limits
     from suanli.control.loop import ControlConfig, Controller
     from suanli.control.metrics import ControlMetrics
+    from suanli.control.sampler import UtilSampler
     from suanli.core.budget import BudgetBook
     from suanli.core.builder import PolicySet
     from suanli.core.model import SpecError
@@ -449,12 +509,36 @@ def build_server(
         queues=[q.name for q in tenancy.tenancy.queues] if tenancy is not None else None
     )
     controller = Controller(store, config, runs, clock=clock, metrics=metrics)
+    reader: GpuUseReader | None = util_reader
+    if util_interval <= 0:
+        reader, sampling = None, "off: --util-interval 0"
+    elif reader is not None:
+        sampling = str(getattr(reader, "name", type(reader).__name__))
+    elif inventory.source == "nvml":
+        reader, sampling = NvmlReader(), "nvml"
+    elif nvml_present():
+        sampling = "off: GPUs declared with --gpus (NVML is not read for them)"
+    else:
+        sampling = "off: NVML not present"
+    sampler = None
+    if reader is not None:
+        sampler = UtilSampler(
+            store,
+            reader,
+            node=node.name,
+            interval_s=util_interval,
+            retention_s=util_retention,
+            max_rows=util_max_samples,
+            clock=clock,
+            metrics=metrics,
+        )
     server = Server(
         store=store,
         backend=runs,
         controller=controller,
         metrics=metrics,
         config=config,
+        sampler=sampler,
         token_file=token_file,
         state=state,
         describe=(
@@ -540,6 +624,7 @@ def build_server(
         intake=intake,
         health=health,
         gpus=gpu_counts,
+        gpu_sampling=sampling,
     )
     return server
 

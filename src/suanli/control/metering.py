@@ -7,8 +7,15 @@ metering interval (``usage.usage_records``), so their keys are fixed by the atte
 writing them again (after a crash between the ledger write and the ``metered`` flag, say)
 changes nothing. Usage, charges and the flag go in one transaction.
 
-``recomputed_usage`` rebuilds the usage records from the attempts table alone; the ledger
-must hold exactly those (the crash-safety check compares the two).
+Where the attempt's GPUs were sampled (``suanli.control.sampler``), each record's
+``gpu_util`` is the attempt's time-weighted mean utilisation over all its samples, raw and
+folded (``suanli.store.utilisation``): the bill's used and idle GPU time, and, with a
+``gpu-idle`` price, the idle charge. An attempt without samples has no ``gpu_util``: its
+GPU time is unmeasured, never assumed used or idle. The sampler writes no sample once an
+attempt's end is written, so the figure metering reads is final.
+
+``recomputed_usage`` rebuilds the usage records from the attempts table (and the samples)
+alone; the ledger must hold exactly those (the crash-safety check compares the two).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from suanli.metering.rating import rate
 from suanli.metering.usage import Attempt, UsageRecord, usage_records
 from suanli.store import Store, post_charges, record_usage
 from suanli.store import jobs as js
+from suanli.store.utilisation import utilisation
 
 if TYPE_CHECKING:
     from suanli.control.loop import ControlConfig
@@ -30,10 +38,15 @@ LEDGER_BATCH = "live"
 
 
 def attempt_usage(
-    rec: js.JobRecord, a: js.AttemptRecord, cluster: str, models: dict[str, str | None]
+    rec: js.JobRecord,
+    a: js.AttemptRecord,
+    cluster: str,
+    models: dict[str, str | None],
+    gpu_util: float | None = None,
 ) -> Attempt:
     """The metering view of attempt ``a`` of job ``rec``; ``models`` maps node names to
-    their GPU model."""
+    their GPU model; ``gpu_util`` the attempt's sampled mean GPU utilisation (0 to 1), if
+    any."""
     assert a.started_ms is not None and a.ended_ms is not None
     gpu: dict[str, int] = {}
     cpu = memory = 0
@@ -56,6 +69,7 @@ def attempt_usage(
         cpu_milli=cpu,
         memory_mib=memory,
         outcome=a.outcome or "finished",
+        gpu_util=gpu_util if gpu else None,
     )
 
 
@@ -69,13 +83,11 @@ def meter_attempt(
     """Write the usage (and charges) of ended attempt ``a`` and flag it metered, in one
     transaction; returns how many usage records were new."""
     models = _models(config)
-    records = list(
-        usage_records(
-            [attempt_usage(rec, a, config.cluster.name, models)], config.meter_interval_ms
-        )
-    )
     at = datetime.fromtimestamp(now_s if now_s is not None else (a.ended_ms or 0) / 1000, UTC)
     with store.begin() as conn:
+        util = sampled_util(conn, a.job_id, a.attempt)
+        att = attempt_usage(rec, a, config.cluster.name, models, util)
+        records = list(usage_records([att], config.meter_interval_ms))
         new = record_usage(conn, records)
         if config.prices is not None:
             post_charges(conn, rate(records, config.prices), at, LEDGER_BATCH)
@@ -92,9 +104,17 @@ def recomputed_usage(store: Store, config: ControlConfig) -> list[UsageRecord]:
         for rec in js.jobs_in(conn, js.JOB_STATES):
             for a in js.job_attempts(conn, rec.id):
                 if a.state == "ended" and a.started_ms is not None:
-                    att = attempt_usage(rec, a, config.cluster.name, models)
+                    util = sampled_util(conn, a.job_id, a.attempt)
+                    att = attempt_usage(rec, a, config.cluster.name, models, util)
                     out.extend(usage_records([att], config.meter_interval_ms))
     return out
+
+
+def sampled_util(conn: Any, job_id: str, attempt: int) -> float | None:
+    """The attempt's time-weighted mean GPU utilisation over its samples (0 to 1), or
+    None when it has none."""
+    found = utilisation(conn, [(job_id, attempt)]).get((job_id, attempt))
+    return None if found is None else found.ratio
 
 
 def _models(config: Any) -> dict[str, str | None]:

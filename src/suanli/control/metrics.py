@@ -20,7 +20,12 @@ Metrics:
 - ``suanli_api_requests_total{method,route,status}``;
 - ``suanli_gpu_utilization_ratio``, ``suanli_gpu_memory_used_bytes``,
   ``suanli_gpu_power_watts``, ``suanli_gpu_temperature_celsius``, all ``{node,gpu}``: NVML's
-  per-GPU readings.
+  per-GPU readings;
+- ``suanli_job_gpu_utilization_ratio`` and ``suanli_job_gpu_memory_used_bytes``, both
+  ``{job,queue,tenant}``: each running job's latest sample (``suanli.control.sampler``: the
+  mean utilisation of what it holds over its GPUs, the memory its GPUs' readings gave it);
+  ``suanli_gpu_sampled_jobs``: running jobs with a sample in the sampler's last pass;
+  ``suanli_gpu_sampling_errors_total{stage}``: sampling passes that failed.
 
 Bounded labels. Every label takes a bounded set of values, whatever users send:
 
@@ -33,7 +38,12 @@ Bounded labels. Every label takes a bounded set of values, whatever users send:
 - ``method``: a standard HTTP method, else ``other``; ``route``: the route template
   (``/v1/jobs/{job_id}``), not the path, at most :data:`MAX_ROUTES` distinct ones, else
   ``other``; ``status``: the status code as given (a number, so bounded);
-- ``model``, ``node``, ``gpu``: from the cluster file and its inventory (admin-chosen).
+- ``model``, ``node``, ``gpu``: from the cluster file and its inventory (admin-chosen);
+- ``job``, ``tenant``: the running jobs' ids and tenants, at most :data:`MAX_JOB_SERIES`
+  jobs at a time (those first in submission order; the rest are left out of the per-job
+  gauges and counted in ``suanli_gpu_sampled_jobs`` only); a job's series are removed when
+  it stops running;
+- ``stage``: ``read``, ``store`` or ``pass``, else ``other``.
 
 Tenant views. ``render(queues)`` with a set of queue names is what a plain user's token may
 read. The rule:
@@ -44,6 +54,8 @@ read. The rule:
 - metrics of the shared hardware and of the scheduler itself are shown whole: GPU capacity
   and allocation by model, per-GPU telemetry, the scheduling-cycle histogram. In a shared
   cluster these are what every tenant needs to judge its wait and are no tenant's secret;
+- metrics labelled by tenant (the per-job GPU gauges) show only the viewer's own tenant's
+  series, even in a queue it shares with other tenants;
 - everything else is hidden, in particular ``suanli_api_requests_total`` (every tenant's
   traffic by route and status). The list of shown metrics is an allow-list: a metric added
   later stays out of tenant views until it is put on it.
@@ -79,8 +91,10 @@ __all__ = [
     "OTHER",
     "OTHER_QUEUE",
     "PREEMPTION_REASONS",
+    "MAX_JOB_SERIES",
     "ControlMetrics",
     "GpuReading",
+    "JobGpuReading",
 ]
 
 CYCLE_BUCKETS = (
@@ -116,6 +130,10 @@ HTTP_METHODS = frozenset(
 PREEMPTION_REASONS = frozenset({"priority", "reclaim"})
 MAX_ROUTES = 256
 """Distinct ``route`` labels kept (routes are the app's templates, far fewer: a guard only)."""
+
+MAX_JOB_SERIES = 1000
+"""Running jobs with per-job GPU series at one time (the rest are left out)."""
+SAMPLING_STAGES = frozenset({"read", "store", "pass"})
 
 MIB = 1 << 20
 
@@ -201,6 +219,32 @@ class ControlMetrics:
             per_gpu,
             registry=r,
         )
+        per_job = ["job", "queue", "tenant"]
+        self.job_gpu_utilization = Gauge(
+            "suanli_job_gpu_utilization_ratio",
+            "Latest sampled GPU utilisation of a running job, of what it holds, mean over its "
+            "GPUs, 0 to 1.",
+            per_job,
+            registry=r,
+        )
+        self.job_gpu_memory = Gauge(
+            "suanli_job_gpu_memory_used_bytes",
+            "GPU memory a running job used at its latest sample, over its GPUs, in bytes.",
+            per_job,
+            registry=r,
+        )
+        self.sampled_jobs = Gauge(
+            "suanli_gpu_sampled_jobs",
+            "Running jobs with a GPU utilisation sample in the sampler's last pass.",
+            registry=r,
+        )
+        self.sampling_errors = Counter(
+            "suanli_gpu_sampling_errors_total",
+            "GPU utilisation sampling passes that failed, by stage (read, store, pass).",
+            ["stage"],
+            registry=r,
+        )
+        self._job_gpu_keys: set[tuple[str, str, str]] = set()
         self._gpu_models: set[str] = set()
         self._job_keys: set[tuple[str, str]] = set()
         self._gpu_keys: set[tuple[str, int]] = set()
@@ -210,7 +254,13 @@ class ControlMetrics:
             self.cycle_seconds,
             *self._gpu_gauges(),
         )
-        per_queue = (self.jobs, self.admissions, self.preemptions)
+        per_queue = (
+            self.jobs,
+            self.admissions,
+            self.preemptions,
+            self.job_gpu_utilization,
+            self.job_gpu_memory,
+        )
         self._tenant_families = frozenset(
             family.name for metric in (*shared, *per_queue) for family in metric.describe()
         )
@@ -287,6 +337,29 @@ class ControlMetrics:
     def _gpu_gauges(self) -> tuple[Gauge, ...]:
         return (self.gpu_utilization, self.gpu_memory_used, self.gpu_power, self.gpu_temperature)
 
+    def set_job_gpu(self, readings: Mapping[str, JobGpuReading]) -> None:
+        """Replace the per-job GPU gauges with ``readings[job id]`` (the sampler's last
+        pass); jobs not given are removed. At most :data:`MAX_JOB_SERIES` jobs get series,
+        the first in submission order (numeric ids as numbers)."""
+        shown = sorted(readings, key=_job_order)[:MAX_JOB_SERIES]
+        with self._lock:
+            keys: set[tuple[str, str, str]] = set()
+            for job in shown:
+                x = readings[job]
+                labels = (job, self._queue(x.queue), x.tenant)
+                keys.add(labels)
+                self.job_gpu_utilization.labels(*labels).set(x.utilization_ratio)
+                self.job_gpu_memory.labels(*labels).set(x.memory_used_mib * MIB)
+            for labels in self._job_gpu_keys - keys:
+                _discard(self.job_gpu_utilization, labels)
+                _discard(self.job_gpu_memory, labels)
+            self._job_gpu_keys = keys
+            self.sampled_jobs.set(len(readings))
+
+    def sampling_failed(self, stage: str) -> None:
+        """Count one failed sampling pass at ``stage`` (``read``, ``store``, ``pass``)."""
+        self.sampling_errors.labels(stage if stage in SAMPLING_STAGES else OTHER).inc()
+
     def set_jobs(self, counts: Mapping[tuple[str, str], int]) -> None:
         """Replace the job gauge with a snapshot: ``counts[(state, queue)]`` jobs (e.g. the
         store's ``job_counts``); pairs not given are removed. Queues folded into ``_other``
@@ -327,17 +400,23 @@ class ControlMetrics:
 
     # --- exposition --------------------------------------------------------------------------
 
-    def render(self, queues: Collection[str] | None = None) -> tuple[bytes, str]:
+    def render(
+        self, queues: Collection[str] | None = None, tenant: str | None = None
+    ) -> tuple[bytes, str]:
         """The exposition text and its content type, for ``GET /metrics``.
 
         ``queues=None``: every metric (admins, the ``metrics`` role). A collection of queue
-        names: the tenant view of those queues (the module docstring says what it shows).
+        names: the tenant view of those queues, for ``tenant`` (series labelled with another
+        tenant, or with any tenant when ``tenant`` is None, are left out; the module
+        docstring says what it shows).
         """
         if queues is None:
             return generate_latest(self.registry), CONTENT_TYPE_LATEST
         if isinstance(queues, str):
             raise TypeError("queues: a collection of queue names, not one string")
-        view = _TenantView(self.registry, self._tenant_families, frozenset(queues) - {OTHER_QUEUE})
+        view = _TenantView(
+            self.registry, self._tenant_families, frozenset(queues) - {OTHER_QUEUE}, tenant
+        )
         return generate_latest(view), CONTENT_TYPE_LATEST
 
 
@@ -346,11 +425,16 @@ class _TenantView(Collector):
     in ``queues``."""
 
     def __init__(
-        self, registry: CollectorRegistry, families: frozenset[str], queues: frozenset[str]
+        self,
+        registry: CollectorRegistry,
+        families: frozenset[str],
+        queues: frozenset[str],
+        tenant: str | None,
     ) -> None:
         self._registry = registry
         self._families = families
         self._queues = queues
+        self._tenant = tenant
 
     def collect(self) -> Iterator[Metric]:
         for family in self._registry.collect():
@@ -360,7 +444,8 @@ class _TenantView(Collector):
             shown.samples = [
                 s
                 for s in family.samples
-                if "queue" not in s.labels or s.labels["queue"] in self._queues
+                if ("queue" not in s.labels or s.labels["queue"] in self._queues)
+                and ("tenant" not in s.labels or s.labels["tenant"] == self._tenant)
             ]
             yield shown
 
@@ -376,6 +461,24 @@ class GpuReading(Protocol):
     def power_w(self) -> float | None: ...
     @property
     def temperature_c(self) -> int | None: ...
+
+
+class JobGpuReading(Protocol):
+    """What ``set_job_gpu`` reads of a job's latest sample (``control.sampler``)."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def utilization_ratio(self) -> float: ...
+    @property
+    def memory_used_mib(self) -> int: ...
+
+
+def _job_order(job: str) -> tuple[int, int, str]:
+    """Submission order of job ids (numbers as numbers, other ids after them)."""
+    return (0, int(job), "") if job.isdigit() else (1, 0, job)
 
 
 def _discard(gauge: Gauge, labels: tuple[str, ...]) -> None:

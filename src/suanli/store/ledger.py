@@ -407,7 +407,7 @@ def totals(
         for row in conn.execute(q):
             values = dict(zip(cols, row[: len(cols)], strict=True))
             currency = row[len(cols)]
-            group = tuple(_dimension_value(d, values) for d in by)
+            group = tuple(dimension_value(d, values) for d in by)
             sums = acc[(group, currency)]
             for i, v in enumerate(row[len(cols) + 1 :]):
                 sums[i] += int(v)
@@ -424,7 +424,10 @@ def totals(
     ]
 
 
-def _dimension_value(dimension: str, values: Mapping[str, Any]) -> str:
+def dimension_value(dimension: str, values: Mapping[str, Any]) -> str:
+    """The group value of ``dimension`` (of ``DIMENSIONS``) from a row's ``values``: the
+    ``org`` path (cut to its depth for ``department`` and ``project``), ``day`` (days since
+    the epoch, as a UTC date) or the column of that name."""
     if dimension in _ORG_DEPTH:
         return _org_prefix(values["org"], _ORG_DEPTH[dimension])
     if dimension == "day":

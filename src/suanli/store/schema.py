@@ -320,5 +320,52 @@ gpu_claims = sa.Table(
     sa.Index(None, "job_id"),
 )
 
+
+# --- GPU utilisation samples (migration 0005) ----------------------------------------------
+
+gpu_samples = sa.Table(
+    "gpu_samples",
+    metadata,
+    # One reading of one GPU an attempt holds, by ``suanli.control.sampler``; raw samples
+    # are kept for the retention period (and under a row cap), then folded into
+    # ``gpu_util_summaries`` and deleted.
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("node", sa.Text, nullable=False),
+    sa.Column("gpu", sa.Integer, nullable=False),
+    # When it was read, and the time it stands for (since the attempt's previous reading of
+    # this GPU, at most twice the sampling interval): the weight of a time-weighted mean.
+    sa.Column("at_ms", sa.BigInteger, nullable=False),
+    sa.Column("span_ms", sa.BigInteger, nullable=False),
+    # Utilisation of what the attempt holds on this GPU, in basis points (10000 = 100 %),
+    # an integer so that sums are exact; GPU memory its processes use, in MiB.
+    sa.Column("util_bp", sa.Integer, nullable=False),
+    sa.Column("memory_mib", sa.BigInteger, nullable=False),
+    sa.ForeignKeyConstraint(["job_id", "attempt"], ["attempts.job_id", "attempts.attempt"]),
+    sa.CheckConstraint("util_bp >= 0 AND util_bp <= 10000", name="util"),
+    sa.CheckConstraint("span_ms > 0 AND memory_mib >= 0", name="figures"),
+    sa.Index(None, "job_id", "attempt"),
+    sa.Index(None, "at_ms"),
+)
+
+gpu_util_summaries = sa.Table(
+    "gpu_util_summaries",
+    metadata,
+    # What folded raw samples of an attempt leave behind: exact sums, so that the mean and
+    # the peak read the same before and after the raw rows are dropped.
+    sa.Column("job_id", sa.Text, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("samples", sa.BigInteger, nullable=False),
+    sa.Column("span_ms", sa.BigInteger, nullable=False),
+    # Sum of util_bp x span_ms: the time-weighted mean is util_bp_ms / span_ms.
+    sa.Column("util_bp_ms", sa.BigInteger, nullable=False),
+    sa.Column("memory_max_mib", sa.BigInteger, nullable=False),
+    sa.Column("first_ms", sa.BigInteger, nullable=False),
+    sa.Column("last_ms", sa.BigInteger, nullable=False),
+    sa.PrimaryKeyConstraint("job_id", "attempt"),
+    sa.ForeignKeyConstraint(["job_id", "attempt"], ["attempts.job_id", "attempts.attempt"]),
+)
+
 APPEND_ONLY_TABLES = ("usage_records", "usage_gpus", "ledger_entries", "budgets", "job_events")
 """Tables on which the database refuses UPDATE, DELETE and TRUNCATE."""
