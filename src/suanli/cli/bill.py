@@ -547,9 +547,17 @@ def charge_command(
                 cb, title=f"{r.policy} on {r.cluster}: chargeback by {', '.join(cb.by)}"
             )
         )
+        total = cb.lines()[-1].figures
+        idle = total.idle_gpu_hours
+        used = (
+            f"; used {total.gpu_hours - idle:,.2f}, idle {idle:,.2f} "
+            f"({(total.gpu_hours - idle) / total.gpu_hours:.1%} of the allocated GPU time busy)"
+            if idle and total.gpu_hours
+            else ""
+        )
         console.print(
-            f"GPU-hours: the bill's {b.gpu_hours} equal the simulator's "
-            f"allocated_gpu_hours ({r.allocated_gpu_hours}) exactly",
+            f"GPU-hours: the bill's {b.gpu_hours:,.2f} equal the simulator's "
+            f"allocated_gpu_hours ({Decimal(r.allocated_gpu_hours):,.2f}) exactly{used}",
             markup=False,
         )
         if not quiet:
