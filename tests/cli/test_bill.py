@@ -166,7 +166,11 @@ def test_gpu_hours_equal_the_simulators_allocated_gpu_hours(
             Decimal(check["bill_gpu_milli_ms"]) / Decimal(3_600_000_000) == allocated[r["policy"]]
         )
     text = run(runner, "bill", sim_copy, "--prices", PRICES, "--policy", "sjf+best-fit")
-    assert f"allocated_gpu_hours ({allocated['sjf+best-fit']}) exactly" in text.stdout
+    shown = f"{allocated['sjf+best-fit']:,.2f}"
+    assert f"the bill's {shown} equal the simulator's allocated_gpu_hours ({shown}) exactly" in (
+        text.stdout
+    )
+    assert "of the allocated GPU time busy" in text.stdout
 
 
 def test_json_is_strict_and_alone_on_stdout(runner: CliRunner, sim_copy: Path) -> None:
