@@ -1,9 +1,10 @@
 """Multi-tenant Philly: static partitioning, FIFO, Kueue-style and Slurm-style sharing, suanli.
 
 The workload: Philly's 82,247 jobs (``suanli.traces.resolve_trace("philly")``, Pollux
-artifact) on its machine list (321 × 2 K80 + 231 × 8 P40 GPUs), arrivals compressed to
-``--time-scale`` of their span (default 0.35, about 96% offered load: as recorded the trace
-asks for a third of the machines and nothing waits). Philly records neither priorities nor
+artifact) on its machine list (321 × 2 K80 + 231 × 8 P40 GPUs) with the durations recorded
+on those GPUs, arrivals compressed so that the offered load is ``--load`` (0.96: × 0.1566;
+as recorded the trace asks for a seventh of the machines and nothing waits), or by
+``--time-scale``. Philly records neither priorities nor
 checkpoints, so each job draws a priority class from ``TRAINING_PRIORITY_MIX`` (seed 0: high
 ≈ 0.54, normal ≈ 0.23, spot ≈ 0.23; ``suanli.workload.priorities``) and checkpoints every
 1,800 s (an assumption). The 15 virtual clusters are the tenants; each is guaranteed a share
@@ -34,22 +35,10 @@ with its tenant.
 The 60 s cycle is Slurm's default ``sched_interval``; it is also what keeps the preempting
 runs affordable: with a cycle at every event the ``kueue`` run alone takes about two minutes.
 
-    PYTHONPATH=src python benchmarks/bench_philly_tenancy.py [--search] [--time-scale 0.35]
+    PYTHONPATH=src python benchmarks/bench_philly_tenancy.py [--search] [--load 0.96 | --time-scale X]
 
-Measured 2026-11-30 on the 2-core development machine (4 min 28 s in all on 2 workers, the
-``suanli`` run 265 s of it). The winner keeps 90% of each quota for its tenant, lends the
-rest, and lets reclaim take ``high`` jobs of tenants above their quota:
-
-| configuration | GPU alloc % | JCT mean (h) | high wait P99 (h) | min entitlement met | lost GPU-h |
-|---|---|---|---|---|---|
-| static | 72.5 | 107.8 | 624.5 | 0.022 (925e2b) | 0 |
-| fifo-pool | 73.8 | 35.9 | 186.4 | 0.006 (925e2b) | 0 |
-| kueue | 75.6 | 40.1 | 40.2 | 0.518 (925e2b) | 6,926 |
-| slurm (fair-share/easy) | 72.2 | 15.8 | 8.8 | 0.007 (925e2b) | 0 |
-| suanli | 74.9 | 64.0 | 23.8 | 0.955 (e13805) | 9,364 |
-
-All four criteria hold for it (the guarantee with a margin of 0.005). The price is the spot
-class (mean wait 145 h) and 47k preemptions.
+The figures, and what changed when Philly's durations were read on its own GPUs (they had
+been stretched 2.25 times), are in ``docs/tenancy.md`` ("Philly: five ways to share one pool").
 """
 
 from __future__ import annotations
@@ -75,10 +64,12 @@ from suanli.core.model import (
 )
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.seams import OrderContext
+from suanli.core.speed import REFERENCE, SpeedBasis
 from suanli.core.tenancy import GPU, TenancySpec
 from suanli.sim.engine import PolicySet, simulate
 from suanli.sim.fairness import fairness
 from suanli.traces import resolve_trace
+from suanli.workload.duty import apply_duty, trace_default
 from suanli.workload.priorities import (
     DEFAULT_CHECKPOINT_INTERVAL,
     TRAINING_PRIORITY_MIX,
@@ -86,6 +77,7 @@ from suanli.workload.priorities import (
     with_checkpoints,
 )
 from suanli.workload.quotas import proportional_tenancy
+from suanli.workload.synthetic import offered_load
 
 CLASSES = ("high", "normal", "spot")
 HOUR, DAY = 3600.0, 86_400.0
@@ -178,25 +170,34 @@ class State:
     threshold: float
     nominal: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    basis: SpeedBasis = REFERENCE
 
 
 _STATE: State | None = None
 
 
+def time_scale_for(load: float) -> float:
+    """The arrival compression that makes Philly's recorded GPU time (on its own machines) an
+    offered ``load`` of its GPUs."""
+    loaded = resolve_trace("philly")
+    return offered_load(loaded.jobs, loaded.cluster) / load
+
+
 def setup(time_scale: float, seed: int, interval: float, cycle: float, threshold: float) -> State:
-    """Load Philly, compress it, draw priorities and checkpoints, derive the quotas."""
+    """Load Philly, compress it, draw priorities, duties and checkpoints, derive the quotas."""
     global _STATE
     loaded = resolve_trace("philly")
-    jobs = scale_arrivals(loaded.jobs, time_scale)
+    jobs = apply_duty(scale_arrivals(loaded.jobs, time_scale), trace_default("philly"), seed)
     jobs = with_checkpoints(assign_priorities(jobs, TRAINING_PRIORITY_MIX, seed), interval)
     cluster = loaded.cluster
+    assert loaded.basis is not None
     static = proportional_tenancy(jobs, cluster, "static")
     shared = proportional_tenancy(jobs, cluster, "shared")
     counts: dict[str, int] = {}
     for j in jobs:
         counts[j.queue] = counts.get(j.queue, 0) + 1
     nominal = {q.name: q.nominal[GPU] // MILLI for q in static.queues}
-    _STATE = State(cluster, jobs, static, shared, cycle, threshold, nominal, counts)
+    _STATE = State(cluster, jobs, static, shared, cycle, threshold, nominal, counts, loaded.basis)
     return _STATE
 
 
@@ -226,6 +227,7 @@ class Row:
     cfg: Config
     label: str
     allocation: float
+    utilisation: float
     jct_mean: float
     jct_p99: float
     wait: dict[str, tuple[float, float]]
@@ -256,6 +258,7 @@ def run(cfg: Config) -> Row:
         preemption=PreemptionConfig() if cfg.preempt else None,
         cycle_interval=st.cycle_interval,
         ctx=ctx,
+        speed_basis=st.basis,
     )
     wall = time.perf_counter() - t
     f = fairness(res, st.jobs, st.static)
@@ -265,6 +268,7 @@ def run(cfg: Config) -> Row:
         cfg=cfg,
         label=res.label,
         allocation=res.gpu_allocation,
+        utilisation=res.gpu_utilisation,
         jct_mean=res.jct.mean,
         jct_p99=res.jct.p99,
         wait={c: (g.wait.mean, g.wait.p99) for c, g in res.by_class.items()},
@@ -321,6 +325,7 @@ def table(rows: Sequence[Row]) -> str:
         "configuration",
         "policy",
         "GPU alloc %",
+        "GPU util %",
         "JCT mean (h)",
         "JCT P99 (d)",
         *(f"wait {c} mean / P99 (h)" for c in CLASSES),
@@ -340,6 +345,7 @@ def table(rows: Sequence[Row]) -> str:
             r.cfg.name,
             r.label,
             f"{r.allocation * 100:.1f}",
+            f"{r.utilisation * 100:.1f}",
             f"{r.jct_mean / HOUR:.1f}",
             f"{r.jct_p99 / DAY:.2f}",
             *waits,
@@ -368,7 +374,13 @@ def met_table(rows: Sequence[Row], st: State) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--time-scale", type=float, default=0.35, help="arrival compression (0.35)")
+    ap.add_argument(
+        "--load",
+        type=float,
+        default=0.96,
+        help="offered load the arrivals are compressed to (0.96); --time-scale overrides",
+    )
+    ap.add_argument("--time-scale", type=float, default=None, help="arrival compression")
     ap.add_argument("--seed", type=int, default=0, help="seed of the priority draw (0)")
     ap.add_argument(
         "--checkpoint", type=float, default=DEFAULT_CHECKPOINT_INTERVAL, help="seconds (1800)"
@@ -378,6 +390,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--search", action="store_true", help="run every suanli candidate")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = ap.parse_args(argv)
+    if args.time_scale is None:
+        if not args.load > 0:
+            ap.error("--load must be > 0")
+        args.time_scale = time_scale_for(args.load)
     if not (0 < args.time_scale and args.cycle_interval >= 0 and args.workers >= 1):
         ap.error("--time-scale must be > 0, --cycle-interval >= 0, --workers >= 1")
 
@@ -394,7 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     slurm_policy = "fair-share/easy+best-fit" if easy else "fair-share+best-fit"
     print(
         f"philly: {len(st.jobs):,} jobs, {st.cluster.total_gpus:,} GPUs, {len(st.nominal)} tenants; "
-        f"arrivals x {args.time_scale:g}; priorities {dict((n, round(s, 3)) for n, s in TRAINING_PRIORITY_MIX)} "
+        f"arrivals x {args.time_scale:.4g} (offered load "
+        f"{offered_load(st.jobs, st.cluster):.3f} of its GPUs, durations as recorded on them); "
+        f"GPU duty {trace_default('philly').label} (Jeon et al., ATC'19); priorities {dict((n, round(s, 3)) for n, s in TRAINING_PRIORITY_MIX)} "
         f"(seed {args.seed}); checkpoints every {args.checkpoint:g} s; cycle every {args.cycle_interval:g} s"
     )
     print(
