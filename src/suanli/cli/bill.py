@@ -555,9 +555,11 @@ def charge_command(
             if idle and total.gpu_hours
             else ""
         )
+        sim = r.allocated_gpu_hours
+        shown = "-" if sim is None else f"{Decimal(sim):,.2f}"
         console.print(
             f"GPU-hours: the bill's {b.gpu_hours:,.2f} equal the simulator's "
-            f"allocated_gpu_hours ({Decimal(r.allocated_gpu_hours):,.2f}) exactly{used}",
+            f"allocated_gpu_hours ({shown}) exactly{used}",
             markup=False,
         )
         if not quiet:

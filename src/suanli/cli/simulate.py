@@ -51,7 +51,7 @@ from suanli.sim.results import SimResult, Window
 from suanli.traces import LoadedTrace, resolve_trace
 from suanli.workload.duty import apply_duty, parse_duty, trace_default
 from suanli.workload.duty import describe as describe_duty
-from suanli.workload.info import WorkloadInfo
+from suanli.workload.info import WorkloadInfo, span_text
 from suanli.workload.quotas import MODES, proportional_tenancy
 from suanli.workload.synthetic import WorkloadConfig, generate_with_info
 
@@ -101,23 +101,16 @@ def check_options(seed: int, cycle_interval: float, until: float | None) -> None
 
 
 def describe_window(r: SimResult) -> str:
-    """``measured over day 1.4 to 14.0 (...): N of M jobs arrived in it``."""
+    """``measurement window: 2.1 d to 21.4 d after the first arrival (...); N of M jobs
+    arrived in it. Whole run: ...``."""
     t0 = float(r.records.submit.min()) if len(r.records.submit) else 0.0
     w0, w1 = r.window
     return (
-        f"measurement window: {clock(w0 - t0)} to {clock(w1 - t0)} after the first arrival "
+        f"measurement window: {span_text(w0 - t0)} to {span_text(w1 - t0)} after the first arrival "
         f"({r.window_rule}); {r.window_jobs:,} of {r.jobs:,} jobs arrived in it. "
-        f"Whole run: {clock(r.makespan)}, GPU allocation {r.gpu_allocation_run:.1%}, "
+        f"Whole run: {span_text(r.makespan)}, GPU allocation {r.gpu_allocation_run:.1%}, "
         f"utilisation {r.gpu_utilisation_run:.1%}."
     )
-
-
-def clock(seconds: float) -> str:
-    """A span in the unit that reads best: ``3.5 d``, ``5.2 h``, ``12 min``, ``40 s``."""
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= 2 * size:
-            return f"{seconds / size:,.1f} {unit}"
-    return f"{seconds:,.0f} s"
 
 
 def describe_cluster(cluster: ClusterSpec) -> str:
@@ -135,6 +128,7 @@ def run_meta(
     trace: LoadedTrace | None = None,
     time_scale: float = 1.0,
     window: Window | None = None,
+    duty: str | None = None,
 ) -> dict[str, Any]:
     """What was run, for the JSON output and summary.json."""
     seed = config.seed
@@ -165,6 +159,7 @@ def run_meta(
             "time_scale": time_scale,
             "speed_basis": trace.basis.as_dict(cluster),
         }
+    workload["duty"] = duty
     return {
         "suanli_version": suanli.__version__,
         "cluster": cluster.name,
@@ -585,7 +580,9 @@ def simulate_command(
                 window=measure,
                 speed_basis=loaded.basis if loaded is not None else REFERENCE,
             )
-    meta = run_meta(spec, config, info, cycle_interval, until, loaded, time_scale, measure)
+    meta = run_meta(
+        spec, config, info, cycle_interval, until, loaded, time_scale, measure, profile.label
+    )
     if as_json:
         sys.stdout.write(render_json(results, meta))
     else:

@@ -61,8 +61,8 @@ def _cells(row: _Row, unit: tuple[str, float] | None = None) -> tuple[str, list[
     durations in ``unit`` (else the row's own)."""
     name, values = row.name, row.values
     if row.kind == "duration":
-        unit, scale = unit or _duration_unit(values)
-        name, values = f"{name} ({unit})", [v / scale for v in values]
+        label, scale = unit or _duration_unit(values)
+        name, values = f"{name} ({label})", [v / scale for v in values]
         digits = _decimals(values)
     elif row.kind == "percent":
         name, values, digits = f"{name} %", [v * 100 for v in values], 1

@@ -28,7 +28,7 @@ class WorkloadInfo:
 
     def describe(self) -> str:
         """One line: what was asked, what was derived and what the time limit cut."""
-        span = _duration(self.span)
+        span = span_text(self.span)
         how = {
             "horizon": f"arrivals over {span} (derived from the job count at offered load "
             f"{self.offered_load:.2f}: {self.arrival_rate * 3600:,.1f} jobs/h)",
@@ -42,19 +42,21 @@ class WorkloadInfo:
         }[self.derived]
         if self.time_limit is not None:
             how += (
-                f"; runtimes cut at the {_duration(self.time_limit)} time limit: "
+                f"; runtimes cut at the {span_text(self.time_limit)} time limit: "
                 f"{self.capped:,} jobs, {self.cut:.1%} of the GPU time"
             )
             if self.span < 5 * self.time_limit:
                 how += (
-                    f". Note: the jobs arrive over less than 5 x the time limit, so the cluster "
+                    ". Note: the jobs arrive over less than 5 x the time limit, so the cluster "
                     "never reaches a steady state: ask for more jobs or a longer --horizon"
                 )
         return how
 
 
-def _duration(seconds: float) -> str:
+def span_text(seconds: float) -> str:
+    """A span in the unit that reads best: ``3.5 d``, ``5.2 h``, ``12.0 min``, ``40 s`` (a unit
+    from twice its size)."""
     for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
+        if seconds >= 2 * size:
             return f"{seconds / size:,.1f} {unit}"
     return f"{seconds:,.0f} s"
