@@ -210,3 +210,17 @@ def test_machine_list_is_not_a_trace(runner: CliRunner, tmp_path: Path) -> None:
     nodes.write_text(NODES)
     line = one_line_error(run(runner, "--trace", str(nodes), *POLICY))
     assert "machine list" in line
+
+
+def test_a_csv_trace_replays_with_the_duty_of_its_kind(runner: CliRunner, tmp_path: Path) -> None:
+    # An ITP-format file is training: Jeon et al.'s duties; --duty overrides it.
+    path = itp_csv(tmp_path / "mine.csv")
+    args = ["--trace", str(path), "-c", "4x8xV100", "-p", "fifo+best-fit", "--json"]
+    doc = json.loads(run(runner, *args).stdout)
+    assert doc["run"]["workload"]["duty"] == "training"
+    r = doc["results"][0]
+    assert 0 < r["gpu_utilisation"] < r["gpu_allocation"]
+    fixed = json.loads(run(runner, *args, "--duty", "constant:0.5").stdout)
+    assert fixed["run"]["workload"]["duty"] == "constant:0.5"
+    f = fixed["results"][0]
+    assert f["gpu_utilisation"] == pytest.approx(0.5 * f["gpu_allocation"])

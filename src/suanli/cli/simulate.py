@@ -28,6 +28,7 @@ from suanli.cli.errors import fail, user_errors
 from suanli.cli.simulate_workload import (
     DEFAULT_TIME_LIMIT,
     synthetic_config,
+    trace_duty,
     window_option,
 )
 from suanli.cli.table import results_table
@@ -49,7 +50,7 @@ from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
 from suanli.sim.results import SimResult, Window
 from suanli.traces import LoadedTrace, resolve_trace
-from suanli.workload.duty import apply_duty, parse_duty, trace_default
+from suanli.workload.duty import apply_duty, parse_duty
 from suanli.workload.duty import describe as describe_duty
 from suanli.workload.info import WorkloadInfo, span_text
 from suanli.workload.quotas import MODES, proportional_tenancy
@@ -548,7 +549,7 @@ def simulate_command(
         )
         with progress_bars(err, not (quiet or as_json) and err.is_terminal) as bars:
             if loaded is not None:
-                profile = parse_duty(duty) if duty is not None else trace_default(loaded.spec)
+                profile = parse_duty(duty) if duty is not None else trace_duty(loaded)
                 workload = apply_duty(scale_arrivals(loaded.jobs, time_scale), profile, seed)
                 check_feasible(spec, workload)
             else:

@@ -21,7 +21,9 @@ from suanli.cli.errors import fail
 from suanli.config.budgets import BudgetError, parse_duration
 from suanli.core.model import SpecError
 from suanli.sim.results import WARMUP, Window
-from suanli.workload.duty import parse_duty
+from suanli.traces import LoadedTrace
+from suanli.traces.catalogue import file_kind
+from suanli.workload.duty import DutyProfile, parse_duty, trace_default
 from suanli.workload.synthetic import WorkloadConfig
 
 DEFAULT_HORIZON = 21 * 86400.0
@@ -95,6 +97,15 @@ def synthetic_config(
         seed=seed,
         duty=duty or "synthetic",
     )
+
+
+def trace_duty(loaded: LoadedTrace) -> DutyProfile:
+    """The duty profile a trace replays with: its own (``trace_default``), for a CSV path the
+    one of the kind its header says."""
+    profile = trace_default(loaded.spec)
+    if profile.kind == "declared" and loaded.files:
+        profile = trace_default(file_kind(loaded.files[0]))
+    return profile
 
 
 def window_option(text: str | None, *, steady: bool) -> Window:

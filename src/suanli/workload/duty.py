@@ -124,8 +124,14 @@ TRACE_DEFAULTS = {
     "itp": "training",
     "openb": "sharing",
     "azure-llm": "inference",
+    # Trace files by the kind their header says (suanli.traces.file_kind).
+    "philly-jobs": "training",
+    "philly-user-jobs": "training",
+    "itp-jobs": "training",
+    "openb-pods": "sharing",
 }
-"""The duty profile of each public trace (by the name before ``:``); a CSV path: declared."""
+"""The duty profile of each public trace (by the name before ``:``, or the kind of a trace
+file); anything else: declared."""
 
 
 def trace_default(spec: str) -> DutyProfile:
