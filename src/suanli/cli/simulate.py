@@ -603,11 +603,11 @@ def simulate_command(
                 f"seed {seed}: {info.describe()}"
             )
         console.print(title, markup=False)
+        if loaded is not None:
+            console.print(f"trace time: {loaded.basis.describe(spec)}", markup=False)
         console.print(describe_duty(workload, profile), markup=False)
         if results:
             console.print(describe_window(results[0]), markup=False)
-        if loaded is not None:
-            console.print(f"trace time: {loaded.basis.describe(spec)}", markup=False)
         console.print(results_table(results))
         for r in results:
             for alert in r.budget_alerts:
