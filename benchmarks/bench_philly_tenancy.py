@@ -187,10 +187,9 @@ def setup(time_scale: float, seed: int, interval: float, cycle: float, threshold
     """Load Philly, compress it, draw priorities, duties and checkpoints, derive the quotas."""
     global _STATE
     loaded = resolve_trace("philly")
-    jobs = apply_duty(scale_arrivals(loaded.jobs, time_scale), trace_default("philly"), seed)
+    jobs = apply_duty(scale_arrivals(loaded.jobs, time_scale), trace_default(loaded.kind), seed)
     jobs = with_checkpoints(assign_priorities(jobs, TRAINING_PRIORITY_MIX, seed), interval)
     cluster = loaded.cluster
-    assert loaded.basis is not None
     static = proportional_tenancy(jobs, cluster, "static")
     shared = proportional_tenancy(jobs, cluster, "shared")
     counts: dict[str, int] = {}

@@ -9,14 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from suanli.cli.main import app
+from support import cli_runner
 
 
 @pytest.fixture()
 def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
+    return cli_runner()
 
 
 def run(runner: CliRunner, *args: str):  # type: ignore[no-untyped-def]

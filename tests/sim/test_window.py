@@ -100,3 +100,16 @@ def test_table_marks_the_best_and_the_oracle_in_plain_text() -> None:
     }
     assert len(units) == 1
     assert is_oracle("fifo/easy-oracle+best-fit") and not is_oracle("fifo+best-fit")
+
+
+def test_a_gang_across_two_models_is_split_between_them() -> None:
+    # Two 4-GPU nodes of two models (same speed); a gang of two 3-GPU tasks must span both,
+    # so each model holds 3 of its 4 GPUs for the whole window.
+    two = cluster(node("v", 4), node("m", 4, GpuModel("M2", 32 * 1024, 1.0)))
+    gang = job("g", 0, 1000, gpus=3, tasks=2, gpu_util=0.5)
+    r = simulate(two, [gang, job("z", 1000, 1, gpus=1)], FIFO)
+    assert r.records.use is not None and r.records.use.mixed  # really across models
+    for m in r.by_model.values():
+        assert m.gpu_allocation == pytest.approx(3 / 4)
+        assert m.gpu_utilisation == pytest.approx(3 / 8)
+    assert r.gpu_allocation == pytest.approx(6 / 8)

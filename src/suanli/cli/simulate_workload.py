@@ -22,7 +22,6 @@ from suanli.config.budgets import BudgetError, parse_duration
 from suanli.core.model import SpecError
 from suanli.sim.results import WARMUP, Window
 from suanli.traces import LoadedTrace
-from suanli.traces.catalogue import file_kind
 from suanli.workload.duty import DutyProfile, parse_duty, trace_default
 from suanli.workload.synthetic import WorkloadConfig
 
@@ -100,12 +99,8 @@ def synthetic_config(
 
 
 def trace_duty(loaded: LoadedTrace) -> DutyProfile:
-    """The duty profile a trace replays with: its own (``trace_default``), for a CSV path the
-    one of the kind its header says."""
-    profile = trace_default(loaded.spec)
-    if profile.kind == "declared" and loaded.files:
-        profile = trace_default(file_kind(loaded.files[0]))
-    return profile
+    """The duty profile a trace replays with: its family's (named or read from a CSV path)."""
+    return trace_default(loaded.kind or loaded.spec)
 
 
 def window_option(text: str | None, *, steady: bool) -> Window:

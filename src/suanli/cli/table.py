@@ -39,15 +39,6 @@ def _finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
-def _duration_unit(values: Sequence[float]) -> tuple[str, float]:
-    """The unit for a row of seconds: days, hours or minutes from twice that much, else s."""
-    top = max(_finite(values), default=0.0)
-    for unit, seconds in _UNITS:
-        if top >= 2 * seconds:
-            return unit, seconds
-    return "s", 1.0
-
-
 def _decimals(values: Sequence[float]) -> int:
     """Decimals for a row: enough for its smallest non-zero value to keep 2-3 digits."""
     low = min((abs(v) for v in _finite(values) if v), default=0.0)
@@ -56,12 +47,12 @@ def _decimals(values: Sequence[float]) -> int:
     return 2 if low < 10 else 1 if low < 100 else 0
 
 
-def _cells(row: _Row, unit: tuple[str, float] | None = None) -> tuple[str, list[str]]:
+def _cells(row: _Row, unit: tuple[str, float]) -> tuple[str, list[str]]:
     """The row's display name and its formatted cells ('-' for a value that does not exist);
-    durations in ``unit`` (else the row's own)."""
+    durations in ``unit``, the table's."""
     name, values = row.name, row.values
     if row.kind == "duration":
-        label, scale = unit or _duration_unit(values)
+        label, scale = unit
         name, values = f"{name} ({label})", [v / scale for v in values]
         digits = _decimals(values)
     elif row.kind == "percent":

@@ -372,20 +372,20 @@ def _by_model(
     if use is not None and len(held):
         models = use.models
         for m in np.unique(use.model).tolist():
-            if m < 0:
-                continue
-            sel = use.model == m
-            h[models[m]] += float(held[sel].sum())
-            b[models[m]] += float(busy[sel].sum())
-        # Attempts across models: their first node's model took it all; split it.
-        for a, split in use.mixed.items():
+            if m >= 0:
+                sel = use.model == m
+                h[models[m]] += float(held[sel].sum())
+                b[models[m]] += float(busy[sel].sum())
+        # An attempt across models was counted under its first node's; split it by milli-GPU.
+        for a in use.mixed:
+            split = use.gpu_by_model(a)
             total = sum(milli for _, milli in split) or 1
             first = models[int(use.model[a])]
             h[first] -= float(held[a])
             b[first] -= float(busy[a])
-            for m, milli in split:
-                h[models[m]] += float(held[a]) * milli / total
-                b[models[m]] += float(busy[a]) * milli / total
+            for name, milli in split:
+                h[name] += float(held[a]) * milli / total
+                b[name] += float(busy[a]) * milli / total
     out = {}
     for name, count in gpus.items():
         cap = count * MILLI * span

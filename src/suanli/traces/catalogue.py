@@ -111,7 +111,7 @@ class LoadedTrace:
     citation; ``files`` the files read, jobs first. ``basis`` is what the jobs' runtimes
     were measured on (``suanli.core.speed``): the trace's native GPU models, for
     ``simulate(..., speed_basis=trace.basis)``; replayed on ``cluster`` (every model native,
-    but Azure's) the durations are the recorded ones.
+    but Azure's) the durations are the recorded ones. ``kind`` is the trace family.
     """
 
     spec: str
@@ -121,6 +121,9 @@ class LoadedTrace:
     source: str
     files: tuple[Path, ...]
     basis: SpeedBasis = REFERENCE
+    kind: str = ""
+    """The trace family (``philly``, ``philly-users``, ``openb``, ``itp``, ``azure-llm``),
+    whether named or read from a CSV path; what its defaults (e.g. its jobs' GPU duty) key on."""
 
     def with_native(self, models: Iterable[str]) -> LoadedTrace:
         """This trace with ``models`` declared its native GPU models, their GPU-weighted
@@ -216,6 +219,7 @@ def _openb_loaded(
         CITATIONS["openb"],
         (pods_file, nodes_file),
         own_basis(cluster),
+        kind="openb",
     )
 
 
@@ -236,6 +240,7 @@ def _philly_loaded(spec: str, jobs_file: Path, machines_file: Path, skip: bool) 
         CITATIONS["philly"],
         (jobs_file, machines_file),
         own_basis(cluster),
+        kind="philly",
     )
 
 
@@ -260,6 +265,7 @@ def _philly_users_loaded(
         CITATIONS["philly-users"],
         (jobs_file, machines_file),
         own_basis(cluster),
+        kind="philly-users",
     )
 
 
@@ -279,7 +285,14 @@ def _itp_loaded(spec: str, jobs_file: Path, skip: bool) -> LoadedTrace:
         raise TraceUseError(f"{jobs_file.name}: no jobs to size a cluster for")
     cluster = itp_cluster(jobs, name=f"itp-{jobs_file.stem}")
     return LoadedTrace(
-        spec, jobs, cluster, jobs.skipped, CITATIONS["itp"], (jobs_file,), own_basis(cluster)
+        spec,
+        jobs,
+        cluster,
+        jobs.skipped,
+        CITATIONS["itp"],
+        (jobs_file,),
+        own_basis(cluster),
+        kind="itp",
     )
 
 
@@ -304,6 +317,7 @@ def _azure_loaded(spec: str, path: Path, skip: bool) -> LoadedTrace:
         CITATIONS["azure-llm"],
         (path,),
         AZURE_BASIS,
+        kind="azure-llm",
     )
 
 

@@ -124,14 +124,9 @@ TRACE_DEFAULTS = {
     "itp": "training",
     "openb": "sharing",
     "azure-llm": "inference",
-    # Trace files by the kind their header says (suanli.traces.file_kind).
-    "philly-jobs": "training",
-    "philly-user-jobs": "training",
-    "itp-jobs": "training",
-    "openb-pods": "sharing",
 }
-"""The duty profile of each public trace (by the name before ``:``, or the kind of a trace
-file); anything else: declared."""
+"""The duty profile of each trace family (``LoadedTrace.kind``, or the name before ``:``);
+anything else: declared."""
 
 
 def trace_default(spec: str) -> DutyProfile:
