@@ -176,3 +176,12 @@ def _table(rows: list[SummaryRow], with_published: bool) -> Table:
                   f"{r.wall_s:.2f}"]  # fmt: skip
         t.add_row(*cells)
     return t
+
+
+def _register_utilisation() -> None:
+    from suanli.cli.bench_utilisation import utilisation_command
+
+    bench_app.command("utilisation")(utilisation_command)
+
+
+_register_utilisation()

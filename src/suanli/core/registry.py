@@ -4,8 +4,8 @@ Built-in plugins register themselves with ``@register("placement", "best-fit")``
 module is imported; ``BUILTIN`` names those modules, imported on the first look-up. Plugins
 from other packages register through Python entry points, one group per seam
 (``suanli.queue``, ``suanli.placement``, ``suanli.admission``, ``suanli.backfill``,
-``suanli.preemption``, ``suanli.runtime``): the entry point's name is the plugin's name, its
-object the class (or factory). In a package's ``pyproject.toml``::
+``suanli.preemption``, ``suanli.runtime``, ``suanli.autoscaler``): the entry point's name is
+the plugin's name, its object the class (or factory). In a package's ``pyproject.toml``::
 
     [project.entry-points."suanli.placement"]
     tightest = "my_package.tightest:Tightest"
@@ -33,6 +33,7 @@ SEAMS: dict[str, str] = {
     "backfill": "which jobs may pass one that cannot start (seams.Backfill)",
     "preemption": "which running jobs to evict for one that cannot start (seams.Preemptor)",
     "runtime": "how long a job is expected to run (seams.RuntimeEstimator)",
+    "autoscaler": "how many replicas an online service runs (serving.autoscaler.Autoscaler)",
 }
 """Every seam, and what its plugins decide."""
 
@@ -59,6 +60,9 @@ BUILTIN = (
     "suanli.core.backfill",
     "suanli.core.conservative",
     "suanli.core.eviction",
+    "suanli.core.autoscalers.fixed",
+    "suanli.core.autoscalers.reactive",
+    "suanli.core.autoscalers.predictive",
 )
 """The modules of the built-in plugins (imported by name: a module registers itself)."""
 

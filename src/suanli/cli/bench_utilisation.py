@@ -1,0 +1,125 @@
+"""``suanli bench utilisation``: the co-location scenario (``suanli.bench.utilisation``), its
+three setups side by side, the utilisation bound and the issue's targets, per seed."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from suanli.bench.utilisation import Report, describe, run_scenario
+from suanli.cli.errors import fail, user_errors
+from suanli.traces import find_trace_dir
+
+
+def _h(seconds: float) -> str:
+    return "-" if math.isnan(seconds) else f"{seconds / 3600:.2f}"
+
+
+def table(r: Report) -> Table:
+    t = Table(title=f"co-location, one week, seed {r.seed}")
+    cols = ("setup", "alloc %", "util %", "useful GPU-h", "SLO %", "P99 s", "JCT h",
+            "JCT P99 h", "queue h", "queue P99 h", "preempt", "resize", "lost GPU-h")  # fmt: skip
+    for c in cols:
+        t.add_column(c, justify="left" if c == "setup" else "right")
+    for s in r.summaries:
+        t.add_row(
+            s.name, f"{s.allocation:.1%}"[:-1], f"{s.utilisation:.1%}"[:-1],
+            f"{s.useful_gpu_hours:,.0f}", f"{s.slo_attainment:.2%}"[:-1],
+            "inf" if math.isinf(s.p99_latency) else f"{s.p99_latency:.2f}",
+            _h(s.jct_mean), _h(s.jct_p99), _h(s.queue_mean), _h(s.queue_p99),
+            str(s.preemptions), str(s.resizes), f"{s.lost_gpu_hours:,.1f}",
+        )  # fmt: skip
+    return t
+
+
+def plot(reports: list[Report], path: Path) -> None:
+    """Allocation and utilisation of each setup over the week, and the service's replicas
+    against its demand (the first seed's run)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    r = reports[0]
+    sc = r.built.scenario
+    x = [i * sc.step / 3600 for i in range(len(sc.demand))]
+    fig = Figure(figsize=(11, 7))
+    FigureCanvasAgg(fig)
+    a1, a2 = fig.subplots(2, 1, sharex=True)
+    for s, tr in zip(r.summaries, r.series, strict=True):
+        a1.plot(x, tr.busy / sc.gpus * 100, lw=0.7, label=f"{s.name} utilisation")
+        a1.plot(x, tr.alloc / sc.gpus * 100, lw=0.7, ls="--", label=f"{s.name} allocation")
+    a1.axhline(r.bound.utilisation * 100, color="k", lw=0.8, ls=":", label="utilisation bound")
+    a1.set_ylabel("% of GPUs")
+    a1.legend(fontsize=7, ncol=4)
+    for s, tr in zip(r.summaries, r.series, strict=True):
+        a2.plot(x, tr.replicas, lw=0.7, label=f"{s.name} replicas ready")
+    a2.plot(x, sc.demand / sc.service.mu, lw=0.7, color="k",
+            label="demand (replicas' worth of work)")  # fmt: skip
+    a2.set_xlabel("hours")
+    a2.set_ylabel("replicas")
+    a2.legend(fontsize=7)
+    fig.suptitle(f"co-location scenario, seed {r.seed}")
+    fig.savefig(path, dpi=110)
+
+
+def utilisation_command(
+    seeds: Annotated[str, typer.Option(help="Seeds, e.g. 0 or 0,1,2 or 0-2.")] = "0",
+    jitter: Annotated[
+        float,
+        typer.Option(
+            help="A variant the scenario does not fix: day-to-day and step-to-step lognormal "
+            "noise of this sigma on the demand (0: the scenario as fixed)."
+        ),
+    ] = 0.0,
+    trace_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of the public traces (default: $SUANLI_TRACE_DIR or ../shared/traces)."
+        ),  # fmt: skip
+    ] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG of the week (first seed).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+) -> None:
+    """Inference co-located with elastic training: static partition, shared pool, suanli."""
+    from suanli.cli.bench import parse_seeds
+
+    with user_errors():
+        if not (0 <= jitter <= 2 and math.isfinite(jitter)):
+            fail(f"--jitter: must be in [0, 2], got {jitter}")
+        seed_list = parse_seeds(seeds)
+        root = find_trace_dir(trace_dir)
+        reports = [run_scenario(root, s, jitter) for s in seed_list]
+        if json_out:
+            typer.echo(json.dumps([r.to_json() for r in reports], indent=2))
+        else:
+            console = Console(width=None if sys.stdout.isatty() else 170)
+            for line in describe(reports[0].built):
+                console.print(line, highlight=False)
+            if jitter:
+                console.print(f"variant: demand jitter sigma {jitter:g}", highlight=False)
+            for r in reports:
+                console.print(table(r))
+                b = r.bound
+                console.print(
+                    f"bound: no policy can pass {b.utilisation:.1%} utilisation here (service "
+                    f"{b.service:.1%} + training {b.training:.1%} of the GPU time; "
+                    "docs/colocation.md)", highlight=False,
+                )  # fmt: skip
+                for what, met, figures in r.targets():
+                    mark = "met" if met else "NOT met"
+                    console.print(f"  {what}: {mark} ({figures})", highlight=False)
+                console.print(f"seed {r.seed}: {r.wall:.1f} s", highlight=False)
+        if plot_path is not None:
+            try:
+                plot(reports, plot_path)
+            except OSError as e:
+                fail(f"--plot {plot_path}: cannot write: {e.strerror or e}")
+            typer.echo(f"wrote {plot_path}", err=json_out)

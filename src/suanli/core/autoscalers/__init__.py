@@ -1,0 +1,1 @@
+"""The built-in ``autoscaler/...`` plugins (``suanli.core.serving.autoscaler``)."""
