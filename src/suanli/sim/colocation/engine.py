@@ -9,18 +9,21 @@ Each step of ``scenario.step`` seconds, in this order:
    jobs, or Lyra's order: shrink elastic jobs, then preempt the fewest); a new replica serves
    after the service's cold start; a scale-down drops starting replicas first, then shared
    ones, then exclusive ones;
-3. training progresses: a job on ``n`` workers at ``S(n) / S(requested)`` of its stated rate,
-   slowed by interference where its workers host replicas, and not at all while it pays a
-   resize or restart; it checkpoints every ``scenario.checkpoint`` seconds of running;
-4. waiting jobs start in queue order, any that fits passing one that does not (an elastic
-   job may start on as few as its minimum workers);
-5. (``elastic``) idle GPUs go to the running elastic jobs that gain most from them
+3. waiting jobs start in queue order, any that fits passing one that does not (an elastic
+   job may start on as few as its minimum workers); if the first still waits, elastic jobs
+   grown past their request give the extra back for it;
+4. (``elastic``) idle GPUs go to the running elastic jobs that gain most from them
    (``suanli.core.elastic.plan_growth``), every ``grow_every`` steps;
-6. (``idle``) every ``idle_every`` steps, jobs under the duty threshold are tracked
+5. (``idle``) every ``idle_every`` steps, jobs under the duty threshold are tracked
    (``suanli.core.idle``); a reclaimed one is shrunk to its minimum (elastic) and offered
-   to the service as a host (both).
+   to the service as a host (both);
+6. training progresses over the step on what is held now: a job on ``n`` workers at
+   ``S(n) / S(requested)`` of its stated rate, slowed by interference where its workers
+   host replicas, and not at all while it pays a resize or restart; it checkpoints every
+   ``scenario.checkpoint`` seconds of running; a job that finishes frees its GPUs for the
+   next step.
 
-Step 3's accounting: a GPU is allocated if a replica or a training worker holds it; it is
+Step 6's accounting: a GPU is allocated if a replica or a training worker holds it; it is
 busy for a replica's duty (``rho = lam / (c mu)``, its busy share under M/M/c) plus a
 training worker's duty while the worker makes progress (at most 1 on a shared GPU). A
 paused (resizing, restarting) worker holds its GPU idle. A starting replica holds its GPU
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suanli.core.elastic import ElasticRange, Resizable, plan_growth
+from suanli.core.elastic import ElasticRange, Resizable, plan_growth, plan_shrink
 from suanli.core.idle import IdleTracker, Verdict
 from suanli.core.loaning import Victim, reclaim
 from suanli.core.registry import create
@@ -80,8 +83,9 @@ class Trace:
 class Run:
     """One run of ``scenario`` with ``levers`` (``run()`` once)."""
 
-    def __init__(self, scenario: Scenario, levers: Levers) -> None:
+    def __init__(self, scenario: Scenario, levers: Levers, *, check: bool = False) -> None:
         self.sc, self.lv = scenario, levers
+        self.check = check
         tr = scenario.training
         n = len(tr)
         self.n = n
@@ -224,6 +228,7 @@ class Run:
         if lv.partition:
             if not self.reps:
                 self.reps = [[0.0, -1] for _ in range(sc.pool)]
+                self.excl = sc.pool
             return
         h = len(sc.history)
         demand = Demand(self._seen[: h + i], sc.step, -h * sc.step)
@@ -369,7 +374,16 @@ class Run:
                 if hosts
                 else self.cap.meets(lam, c)
             )
-            # 3. training progress
+            # 3. starts (before progress: a job started at t runs from t)
+            self._starts(t)
+            # 4. growth
+            if self.elastic_on and i % sc.grow_every == 0:
+                self._grow(t)
+            # 5. idle reclaim
+            if self.idle is not None and i % sc.idle_every == 0:
+                self._idle(t)
+            held = self.excl + self.train_held
+            # 6. training progress over [t, t + dt), on what is held now
             run = np.flatnonzero(self.status == RUNNING)
             busy_train = 0.0
             busy_shared = 0.0
@@ -413,21 +427,10 @@ class Run:
                         self.idle.forget(tr.ids[j])
             excl_ready = sum(1 for r in ready if r[1] < 0)
             busy = busy_train + busy_shared + excl_ready * rho * dt
-            # 4. starts
-            self._starts(t)
-            # 5. growth
-            if self.elastic_on and i % sc.grow_every == 0:
-                self._grow(t)
-            # 6. idle reclaim
-            if self.idle is not None and i % sc.idle_every == 0:
-                self._idle(t)
             if self.idle is not None:
                 self.idle_gpu_s += float(self.workers[self.flagged].sum()) * dt
-            held = (
-                self.excl + self.train_held
-                if not self.lv.partition
-                else (sc.pool + self.train_held)
-            )
+            if self.check:
+                self._invariants()
             series["alloc"][i] = held
             series["busy"][i] = busy / dt
             series["tg"][i] = self.train_held
@@ -464,6 +467,22 @@ class Run:
             short_steps=self.short_steps,
         )
 
+    def _invariants(self) -> None:
+        """What every step must leave true (checked when the run was made with ``check``)."""
+        sc, tr = self.sc, self.sc.training
+        run = self.status == RUNNING
+        assert self.free >= 0, f"GPUs over-committed: {self.free} free"
+        assert self.train_held == int(self.workers.sum())
+        assert self.excl == sum(1 for r in self.reps if r[1] < 0)
+        assert (self.hosted <= self.workers).all() and (self.hosted >= 0).all()
+        assert int(self.hosted.sum()) == sum(1 for r in self.reps if r[1] >= 0)
+        assert (self.hosted[~self.host_ok] == 0).all(), "a replica beside a worker it may not"
+        w = self.workers[run]
+        assert ((w >= tr.min_w[run]) & (w <= tr.max_w[run])).all(), "a job outside its range"
+        assert (self.workers[~run] == 0).all()
+        if not self.lv.partition:
+            assert len(self.reps) >= sc.service.min_replicas or self.short_steps
+
     def _starts(self, t: float) -> None:
         if not self.waiting:
             return
@@ -487,6 +506,35 @@ class Run:
         if started:
             gone = set(started)
             self.waiting = [j for j in self.waiting if j not in gone]
+        if self.elastic_on and self.waiting:
+            self._make_room(self.waiting[0], t)
+
+    def _make_room(self, head: int, t: float) -> None:
+        """The first waiting job does not fit: elastic jobs grown past their request give
+        the extra back (never below their request, so growth only ever lends GPUs that
+        nobody waits for), if that is enough for it to start."""
+        tr = self.sc.training
+        need = int(self.min_start[head]) - self.free
+        run = np.flatnonzero((self.status == RUNNING) & (self.workers > tr.gpus))
+        if need <= 0 or int((self.workers[run] - tr.gpus[run]).sum()) < need:
+            return
+        grown = [
+            Resizable(
+                str(j),
+                ElasticRange(int(tr.gpus[j]), int(tr.max_w[j]), int(tr.gpus[j])),
+                int(self.workers[j]),
+                self.sc.speedup,
+                float(self.remaining[j]),
+            )
+            for j in run
+        ]
+        plan, _ = plan_shrink(grown, need)
+        for jid, w in plan.items():
+            self._resize(int(jid), w, t)
+        if self.free >= self.min_start[head]:
+            w = int(min(tr.gpus[head], self.free)) if self.elastic[head] else int(tr.gpus[head])
+            self._start(head, w, t)
+            self.waiting.pop(0)
 
     def _grow(self, t: float) -> None:
         free = self.free
@@ -536,6 +584,6 @@ def _range(tr: Training, j: int) -> ElasticRange:
     return ElasticRange(int(tr.min_w[j]), int(tr.max_w[j]), int(tr.gpus[j]))
 
 
-def run(scenario: Scenario, levers: Levers) -> Trace:
-    """Run ``scenario`` with ``levers``."""
-    return Run(scenario, levers).run()
+def run(scenario: Scenario, levers: Levers, *, check: bool = False) -> Trace:
+    """Run ``scenario`` with ``levers`` (``check``: assert the invariants every step)."""
+    return Run(scenario, levers, check=check).run()
