@@ -16,6 +16,9 @@ seam           contract             what it decides
                                     conservative)
 ``preemption`` ``Preemptor``        which running jobs to evict for a job that cannot start
 ``runtime``    ``RuntimeEstimator`` how long a job is expected to run
+``autoscaler`` ``Autoscaler``       how many replicas an online service runs (its contract is in
+                                    ``suanli.core.serving.autoscaler``: it sizes services, not
+                                    jobs, and sees no ``Handle``)
 =============  ===================  ==============================================================
 
 A plugin sees the scheduler only through a ``Handle``: the time, the view, the pending lanes,
