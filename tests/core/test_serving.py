@@ -148,3 +148,28 @@ def test_a_service_never_falls_below_its_minimum(rates: list[float], which: str)
     for k in range(1, len(rates) + 1):
         n = a.replicas(SVC, CAP, Demand(np.array(rates[:k]), 60.0), 0)
         assert SVC.min_replicas <= n <= SVC.max_replicas
+
+
+def test_predictive_learns_the_headroom_its_own_misses_call_for() -> None:
+    """On a demand that repeats exactly, every forecast is right and nothing is added; on a
+    noisy one (same mean), the forecast is raised by its own P99 miss, and the replicas
+    asked then cover the noisy minutes that a plain seasonal forecast misses."""
+    step, n = 60.0, 1440
+    rng = np.random.default_rng(3)
+    base = np.tile(20 + 10 * np.sin(2 * np.pi * np.arange(n) / n), 3)
+    noisy = base * rng.lognormal(0.0, 0.15, len(base))
+    svc = ServiceSpec("s", mu=0.5, slo=10.0, cold_start=120.0, max_replicas=400)
+    for curve, raised in ((base, False), (noisy, True)):
+        a = create("autoscaler", "predictive")
+        plain = create("autoscaler", "predictive", min_errors=10**9)  # never learns
+        misses = plain_misses = 0
+        for k in range(n + 1, len(curve) - 3):
+            d = Demand(curve[:k], step)
+            got, ref = a.replicas(svc, CAP, d, 0), plain.replicas(svc, CAP, d, 0)
+            assert got >= ref
+            misses += not CAP.meets(curve[k + 2], got)  # ready after the cold start
+            plain_misses += not CAP.meets(curve[k + 2], ref)
+        if raised:
+            assert misses < plain_misses / 5
+        else:
+            assert misses == plain_misses == 0

@@ -8,11 +8,19 @@ busier than yesterday is forecast busier; the ratio is clipped to [0.5, 2]). A r
 for now serves after the cold start, so the count covers the highest forecast until then,
 and never less than the latest demand needs. Before one period of history it is
 ``reactive``. Scale-down goes through the same stabilisation window as ``reactive``.
+
+The forecast learns from its own misses: once the window a forecast covered has been seen,
+the ratio of the highest demand in it to the forecast is kept (the last ``memory`` seconds
+of them, a day by default), and every forecast is raised by their ``error_quantile``
+(0.99, the SLO's own quantile) once ``min_errors`` of them are known. A demand that repeats
+itself keeps the ratio at 1 and costs nothing; a noisy one buys the headroom its noise
+needs, measured rather than guessed. The service's own ``headroom`` applies on top.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 
@@ -34,11 +42,22 @@ class Predictive(Reactive):
         lead: float = 60.0,
         level: float = 3600.0,
         stabilise: float = 300.0,
+        error_quantile: float = 0.99,
+        memory: float = 86400.0,
+        min_errors: int = 60,
     ) -> None:
         super().__init__(stabilise)
-        if not (period > 0 and lead >= 0 and level > 0):
-            raise SpecError("autoscaler/predictive: need period > 0, lead >= 0 and level > 0")
+        if not (period > 0 and lead >= 0 and level > 0 and memory > 0 and min_errors >= 1):
+            raise SpecError(
+                "autoscaler/predictive: need period > 0, lead >= 0, level > 0, memory > 0 "
+                "and min_errors >= 1"
+            )
+        if not 0 < error_quantile <= 1:
+            raise SpecError("autoscaler/predictive: error_quantile must be in (0, 1]")
         self.period, self.lead, self.level = period, lead, level
+        self.error_quantile, self.memory, self.min_errors = error_quantile, memory, min_errors
+        self._open: dict[str, deque[tuple[int, int, float]]] = {}
+        self._errors: dict[str, deque[float]] = {}
 
     def forecast(self, service: ServiceSpec, demand: Demand) -> float:
         """The highest rate forecast over ``[now, now + cold_start + lead]`` (the latest rate
@@ -64,5 +83,28 @@ class Predictive(Reactive):
     def replicas(
         self, service: ServiceSpec, capacity: Capacity, demand: Demand, current: int
     ) -> int:
-        want = needed(service, capacity, self.forecast(service, demand))
+        fc = self.forecast(service, demand)
+        want = needed(service, capacity, fc * self._raise(service, demand, fc))
         return self._stabilised(service.name, demand.now, want)
+
+    def _raise(self, service: ServiceSpec, demand: Demand, fc: float) -> float:
+        """Settle the forecasts whose window has now been seen, record this one, and return
+        the factor the forecasts' own errors call for (1.0 until enough are known)."""
+        r, n = demand.rates, len(demand.rates)
+        ahead = max(1, int(math.ceil((service.cold_start + self.lead) / demand.step)))
+        keep = max(1, int(round(self.memory / demand.step)))
+        pending = self._open.setdefault(service.name, deque())
+        errors = self._errors.setdefault(service.name, deque(maxlen=keep))
+        while pending and pending[0][1] <= n:
+            start, end, then = pending.popleft()
+            if then > 0 and end > start:
+                errors.append(float(r[start:end].max()) / then)
+        pending.append((n, n + ahead, fc))
+        if len(errors) < self.min_errors:
+            return 1.0
+        return max(1.0, float(np.quantile(np.fromiter(errors, float), self.error_quantile)))
+
+    def reset(self) -> None:
+        super().reset()
+        self._open.clear()
+        self._errors.clear()

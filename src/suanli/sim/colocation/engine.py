@@ -44,7 +44,7 @@ from suanli.core.loaning import Victim, reclaim
 from suanli.core.registry import create
 from suanli.core.serving.queueing import Capacity, latency_tail
 from suanli.core.serving.service import Demand
-from suanli.sim.colocation.model import PREEMPT_LYRA, Levers, Scenario, Training
+from suanli.sim.colocation.model import PREEMPT_LYRA, Levers, Scenario
 
 FUTURE, WAITING, RUNNING, DONE = 0, 1, 2, 3
 
@@ -296,15 +296,7 @@ class Run:
         if self.lv.preempt == PREEMPT_LYRA:
             tr = self.sc.training
             elastic = [
-                Resizable(
-                    str(j),
-                    _range(tr, j),
-                    int(self.workers[j]),
-                    self.sc.speedup,
-                    float(self.remaining[j]),
-                )
-                for j in run
-                if self.elastic[j] and self.workers[j] > tr.min_w[j]
+                self._resizable(j) for j in run if self.elastic[j] and self.workers[j] > tr.min_w[j]
             ]
             victims = [
                 Victim(str(j), int(self.workers[j] - self.hosted[j]), 0, float(self.unsaved[j]))
@@ -467,6 +459,18 @@ class Run:
             short_steps=self.short_steps,
         )
 
+    def _resizable(self, j: int, floor: int | None = None) -> Resizable:
+        """Job ``j`` as a resize plan sees it (``floor``: a minimum other than its own)."""
+        tr = self.sc.training
+        lo = int(tr.min_w[j]) if floor is None else floor
+        return Resizable(
+            str(j),
+            ElasticRange(lo, int(tr.max_w[j]), int(tr.gpus[j])),
+            int(self.workers[j]),
+            self.sc.speedup,
+            float(self.remaining[j]),
+        )
+
     def _invariants(self) -> None:
         """What every step must leave true (checked when the run was made with ``check``)."""
         sc, tr = self.sc, self.sc.training
@@ -518,16 +522,7 @@ class Run:
         run = np.flatnonzero((self.status == RUNNING) & (self.workers > tr.gpus))
         if need <= 0 or int((self.workers[run] - tr.gpus[run]).sum()) < need:
             return
-        grown = [
-            Resizable(
-                str(j),
-                ElasticRange(int(tr.gpus[j]), int(tr.max_w[j]), int(tr.gpus[j])),
-                int(self.workers[j]),
-                self.sc.speedup,
-                float(self.remaining[j]),
-            )
-            for j in run
-        ]
+        grown = [self._resizable(j, floor=int(tr.gpus[j])) for j in run]
         plan, _ = plan_shrink(grown, need)
         for jid, w in plan.items():
             self._resize(int(jid), w, t)
@@ -548,16 +543,7 @@ class Run:
         )
         if not len(run):
             return
-        jobs = [
-            Resizable(
-                str(j),
-                _range(tr, j),
-                int(self.workers[j]),
-                self.sc.speedup,
-                float(self.remaining[j]),
-            )
-            for j in run
-        ]
+        jobs = [self._resizable(j) for j in run]
         for jid, w in plan_growth(jobs, free, self.sc.resize_cost).items():
             self._resize(int(jid), w, t)
 
@@ -578,10 +564,6 @@ class Run:
                 if self.elastic[j] and self.workers[j] > tr.min_w[j]:
                     self._resize(int(j), int(tr.min_w[j]), t)
         self.flagged &= self.status == RUNNING
-
-
-def _range(tr: Training, j: int) -> ElasticRange:
-    return ElasticRange(int(tr.min_w[j]), int(tr.max_w[j]), int(tr.gpus[j]))
 
 
 def run(scenario: Scenario, levers: Levers, *, check: bool = False) -> Trace:
