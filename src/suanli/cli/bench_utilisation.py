@@ -54,7 +54,13 @@ def plot(reports: list[Report], path: Path) -> None:
     for s, tr in zip(r.summaries, r.series, strict=True):
         a1.plot(x, tr.busy / sc.gpus * 100, lw=0.7, label=f"{s.name} utilisation")
         a1.plot(x, tr.alloc / sc.gpus * 100, lw=0.7, ls="--", label=f"{s.name} allocation")
-    a1.axhline(r.bound.utilisation * 100, color="k", lw=0.8, ls=":", label="utilisation bound")
+    a1.axhline(
+        r.bound.utilisation * 100,
+        color="k",
+        lw=0.8,
+        ls=":",
+        label="utilisation bound (mean over the week)",
+    )
     a1.set_ylabel("% of GPUs")
     a1.legend(fontsize=7, ncol=4)
     for s, tr in zip(r.summaries, r.series, strict=True):
@@ -113,6 +119,17 @@ def utilisation_command(
                     f"{b.service:.1%} + training {b.training:.1%} of the GPU time; "
                     "docs/colocation.md)", highlight=False,
                 )  # fmt: skip
+                for s in r.summaries:
+                    console.print(
+                        f"  {s.name}: replicas {s.replicas_mean:.1f} on average, "
+                        f"{s.under_provisioned_hours:.1f} h under-provisioned, "
+                        f"{s.within_slo:.2%} of requests within {r.built.scenario.service.slo:g} s;"
+                        f" shared GPUs {s.shared_gpu_hours:,.0f} GPU-h; idle flagged "
+                        f"{s.idle_flagged_gpu_hours:,.0f} GPU-h ({s.idle_warned} warned, "
+                        f"{s.idle_reclaimed} reclaimed); {s.finished:,} jobs finished, "
+                        f"{s.still_waiting:,} still waiting",
+                        highlight=False,
+                    )
                 for what, met, figures in r.targets():
                     mark = "met" if met else "NOT met"
                     console.print(f"  {what}: {mark} ({figures})", highlight=False)

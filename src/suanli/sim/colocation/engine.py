@@ -114,6 +114,7 @@ class Run:
         self.next_ckpt = np.zeros(n)
         self.unsaved = np.zeros(n)
         self.start = np.full(n, np.nan)
+        self.last_start = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.wait = np.zeros(n)
         self.queued_at = np.full(n, np.nan)
@@ -192,6 +193,7 @@ class Run:
         self.queued_at[j] = np.nan
         if np.isnan(self.start[j]):
             self.start[j] = t
+        self.last_start[j] = t
         self.next_ckpt[j] = self.run_clock[j] + self.sc.checkpoint
 
     def _resize(self, j: int, w: int, t: float) -> None:
@@ -307,8 +309,8 @@ class Run:
                 self._resize(int(jid), w, t)
             for jid in plan.preempt:
                 self._preempt(int(jid), t)
-        else:  # priority preemption: the most recently started training jobs first
-            order = run[np.lexsort((-run, -self.start[run]))]
+        else:  # priority preemption: the most recently (re)started training jobs first
+            order = run[np.lexsort((-run, -self.last_start[run]))]
             for j in order:
                 if self.free - before >= need:
                     break
