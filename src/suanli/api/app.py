@@ -1,4 +1,5 @@
-"""The control plane's HTTP API (``suanli serve``): jobs, queues, nodes, usage and tokens.
+"""The control plane's HTTP API (``suanli serve``): jobs, services, queues, nodes, usage and
+tokens (the services' routes are in ``suanli.api.services``).
 
 ``create_app`` builds a FastAPI app over an open store. Every endpoint but ``/healthz`` (and
 ``/metrics`` when ``metrics_public``) needs ``Authorization: Bearer <token>``; a missing,
@@ -33,6 +34,7 @@ from suanli.api.batch import SubmitBatcher
 from suanli.api.errors import ApiError, install, invalid
 from suanli.api.logs import read_range, tail_offset
 from suanli.api.middleware import Guard
+from suanli.api.services import install_services
 from suanli.control.intake import Accepted, Intake, Refused, spec_data
 from suanli.control.metrics import ControlMetrics, GpuReading
 from suanli.control.spec import JobSpec
@@ -365,6 +367,11 @@ def create_app(
             media_type="text/plain; charset=utf-8",
             headers={LOG_SIZE_HEADER: str(size)},
         )
+
+    install_services(
+        app, store, who=acting, intake=intake, clock_ms=clock_ms, wake=wake,
+        bad_strings=_bad_strings,
+    )  # fmt: skip
 
     # --- cluster ---------------------------------------------------------------------------
 

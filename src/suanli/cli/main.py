@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("suanli.cli.client", "usage_command"),
     "ready": ("suanli.cli.client", "ready_command"),
     "token": ("suanli.cli.client_tokens", "token_app"),
+    "service": ("suanli.cli.client_services", "service_app"),
 }
 """Each command's module and attribute: a command function or a ``typer.Typer`` group.
 

@@ -30,6 +30,10 @@ every ``--util-interval`` seconds (0: never) into the store, keeps raw samples f
 ``--util-retention`` (and at most ``--util-max-samples`` rows), then folds them into
 per-attempt summaries (``suanli.control.sampler``, ``docs/serve.md``).
 
+Online services: ``POST /v1/services`` (``suanli service create``) runs replicas of a
+service as ``online`` jobs, sized once every ``--service-step`` seconds by the simulator's
+autoscalers from the demand the tenant reports (``suanli.control.services``).
+
 The server logs to ``STATE/serve.log`` (``--log -``: standard error) and prints one line
 when it is ready: the API answers and the scheduler has recovered its state. If the
 scheduler loop stops, ``/healthz`` answers 503 and the process exits with status 1, so that a
@@ -216,6 +220,14 @@ def serve_command(
             help="Keep at most N raw utilisation samples, folding the oldest (0: no cap).",
         ),
     ] = 1_000_000,
+    service_step: Annotated[
+        float,
+        typer.Option(
+            "--service-step",
+            metavar="SECONDS",
+            help="Step of online services' demand history: each is resized once a step.",
+        ),
+    ] = 10.0,
     log: Annotated[
         str | None,
         typer.Option(
@@ -256,6 +268,8 @@ def serve_command(
         retention_s = parse_duration(util_retention, "--util-retention")
     except SpecError as e:
         fail(str(e))
+    if not (math.isfinite(service_step) and service_step >= 0.05):
+        fail(f"--service-step: must be at least 0.05 seconds, got {service_step}")
     if util_max_samples < 0:
         fail(f"--util-max-samples: must be >= 0 (0: no cap), got {util_max_samples}")
     state = state_dir or default_state_dir()
@@ -284,6 +298,7 @@ def serve_command(
             util_interval=util_interval,
             util_retention=retention_s,
             util_max_samples=util_max_samples or None,
+            service_step=service_step,
         )
     log_target = log if log is not None else str(server.state / LOG_FILE)
     fmt = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -397,6 +412,7 @@ def build_server(
     util_retention: float | None = 7 * 86_400.0,
     util_max_samples: int | None = 1_000_000,
     util_reader: GpuUseReader | None = None,
+    service_step: float = 10.0,
 ) -> Server:
     """Open the store, take the inventory, and build the controller, backend and API.
 
@@ -469,6 +485,7 @@ def build_server(
         allowed_env=allowed,
         log_max_bytes=task_log_max,
         reconcile_interval_s=reconcile_interval,
+        service_step_s=service_step,
     )
     if db is None:
         store = open_store(_private_sqlite(state / DB_FILE))

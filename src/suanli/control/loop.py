@@ -8,7 +8,8 @@ than a per-user limit) is refused at submission with the reason the simulator gi
 ``step``:
 
 1. polls the backend: tasks that ended (an attempt is over when all its tasks are);
-2. reads new submissions and cancel requests from the store;
+2. sizes the online services and submits or cancels their replicas
+   (``suanli.control.services``); reads new submissions and cancel requests from the store;
 3. runs one cycle of the core at the current time and applies its decisions;
 4. starts attempts whose GPUs are free (a preemptor waits for its victims' processes);
 5. writes pending reasons, and meters ended attempts into the ledger.
@@ -61,6 +62,7 @@ from suanli.control.crash import crash_point
 from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
 from suanli.control.repair import Repair
+from suanli.control.services import ServiceKeeper
 from suanli.control.spec import JobSpec
 from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet, Refusals, Setting, build
@@ -115,6 +117,9 @@ class ControlConfig:
     """Per task and stream: the log is rotated past this many bytes (one older file kept)."""
     log_min_free_bytes: int = 1 << 30
     """Task output is dropped while the log's filesystem has less free than this."""
+    service_step_s: float = 10.0
+    """The step of each online service's demand history: its autoscaler is asked once a
+    step (``suanli.control.services``)."""
 
     @property
     def setting(self) -> Setting:
@@ -164,6 +169,7 @@ class Controller(Repair):
         self.health = Health()
         self.reconciled_at = -float("inf")  # the clock's time of the last reconciliation
         self.meter_retry: dict[tuple[str, int], float] = {}  # attempt -> retry metering after
+        self.services = ServiceKeeper(store, step_s=config.service_step_s)
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
@@ -200,6 +206,10 @@ class Controller(Repair):
         for e in self.backend.poll():
             with self._guard(e.handle.job_id, "recording the end of its task"):
                 self._task_exited(e, now)
+        try:
+            self.services.tick(now)  # replicas it submits or cancels are taken in below
+        except Exception:  # noqa: BLE001 - sizing services must not stop scheduling
+            log.exception("services: sizing pass failed; scheduling goes on")
         self._ingest(now)
         decisions: list[Decision] = []
         if len(self.sched):

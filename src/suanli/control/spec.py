@@ -20,6 +20,9 @@
     checkpoint_interval: 600      # seconds between checkpoints, if it makes them
     stop_signal: SIGTERM          # sent on preemption or cancel, before the kill
     grace: 30                     # seconds between that signal and the kill
+    labels: [interactive]         # free-form labels (``interactive`` and ``debugging``
+                                  # protect a job from idle reclaim; replicas carry
+                                  # ``service=<name>``)
 
 Sizes take a binary unit (``512M``, ``20G``, ``1T``) or a number of MiB. Unknown keys are
 errors, and every error names the field (pydantic's location) and why. Every number is
@@ -51,6 +54,8 @@ MAX_NAME = 200
 MAX_PATH = 4096
 MAX_ENV = 1024
 MAX_MODELS = 64
+MAX_LABELS = 32
+_LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:=@-]{0,127}$"
 MAX_SIZE_MIB = MAX_QUANTITY
 """The largest size a spec may give (MiB): the core's bound (an exbibyte)."""
 _MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
@@ -140,6 +145,9 @@ class JobSpec(BaseModel):
     checkpoint_interval: Seconds | None = None
     stop_signal: str = "SIGTERM"
     grace: Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)] = 30
+    labels: Annotated[
+        list[Annotated[str, Field(pattern=_LABEL_PATTERN)]], Field(max_length=MAX_LABELS)
+    ] = Field(default_factory=list)
 
     @field_validator(*_NUMBERS, mode="before")
     @classmethod

@@ -58,6 +58,8 @@ class JobRecord:
     exit_code: int | None
     submitted_ms: int
     updated_ms: int
+    service_id: int | None = None
+    """The service this job is a replica of (``suanli.store.services``), else None."""
 
     @property
     def final(self) -> bool:
@@ -118,7 +120,12 @@ def _job(row: Any) -> JobRecord:
         exit_code=row.exit_code,
         submitted_ms=row.submitted_ms,
         updated_ms=row.updated_ms,
+        service_id=row.service_id,
     )
+
+
+job_record = _job
+"""A ``jobs`` row as a ``JobRecord`` (for the other modules of the store)."""
 
 
 def _attempt(row: Any) -> AttemptRecord:
@@ -151,6 +158,8 @@ class NewJob:
     name: str
     queue: str
     priority_class: str
+    service_id: int | None = None
+    """For a service's replica: the service (``suanli.store.services``)."""
 
 
 def submit_job(
@@ -193,6 +202,7 @@ def submit_jobs(target: Target, new: Sequence[NewJob], now_ms: int) -> list[JobR
                 "cancel_requested": False,
                 "submitted_ms": now_ms,
                 "updated_ms": now_ms,
+                "service_id": n.service_id,
             }
             for seq, n in zip(seqs, new, strict=True)
         ]
@@ -226,6 +236,7 @@ def submit_jobs(target: Target, new: Sequence[NewJob], now_ms: int) -> list[JobR
             exit_code=None,
             submitted_ms=now_ms,
             updated_ms=now_ms,
+            service_id=n.service_id,
         )
         for seq, n in zip(seqs, new, strict=True)
     ]

@@ -224,6 +224,8 @@ jobs = sa.Table(
     sa.Column("exit_code", sa.Integer, nullable=True),
     sa.Column("submitted_ms", sa.BigInteger, nullable=False),
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
+    # The service a replica job runs for (``services.id``, migration 0006); NULL otherwise.
+    sa.Column("service_id", sa.BigInteger, nullable=True),
     sa.UniqueConstraint("id"),
     sa.CheckConstraint(
         "state IN ('pending', 'admitted', 'running', 'succeeded', 'failed', 'cancelled', "
@@ -232,6 +234,7 @@ jobs = sa.Table(
     ),
     sa.Index(None, "tenant", "seq"),
     sa.Index(None, "state"),
+    sa.Index(None, "service_id"),
 )
 
 job_events = sa.Table(
@@ -365,6 +368,38 @@ gpu_util_summaries = sa.Table(
     sa.Column("last_ms", sa.BigInteger, nullable=False),
     sa.PrimaryKeyConstraint("job_id", "attempt"),
     sa.ForeignKeyConstraint(["job_id", "attempt"], ["attempts.job_id", "attempts.attempt"]),
+)
+
+# --- online services (migration 0006) -------------------------------------------------------
+
+services = sa.Table(
+    "services",
+    metadata,
+    # One online service of a tenant (``suanli.store.services``): its validated spec (JSON)
+    # and the replica count its autoscaler last asked for (NULL: not sized yet).
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    sa.Column("tenant", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("user_name", sa.Text, nullable=False),
+    sa.Column("spec", sa.Text, nullable=False),
+    sa.Column("desired", sa.Integer, nullable=True),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+    sa.UniqueConstraint("tenant", "name"),
+    sa.CheckConstraint("desired IS NULL OR desired >= 0", name="desired"),
+)
+
+service_demand = sa.Table(
+    "service_demand",
+    metadata,
+    # A request rate (per second) reported for a service, in arrival order; the scheduler
+    # loop reads the rows after the last one it saw and folds them into fixed steps.
+    sa.Column("id", RowId, primary_key=True, autoincrement=True),
+    sa.Column("service_id", sa.BigInteger, sa.ForeignKey("services.id"), nullable=False),
+    sa.Column("at_ms", sa.BigInteger, nullable=False),
+    sa.Column("rate", sa.Float, nullable=False),
+    sa.CheckConstraint("rate >= 0", name="rate"),
+    sa.Index(None, "service_id"),
 )
 
 APPEND_ONLY_TABLES = ("usage_records", "usage_gpus", "ledger_entries", "budgets", "job_events")
