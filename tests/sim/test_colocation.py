@@ -31,7 +31,7 @@ def scenario(seed: int, gpus: int = 32, days: float = 1.0, jobs: int = 120) -> S
         runtime=rng.exponential(3600.0, jobs) + 60.0,
         gpus=g,
         min_w=np.where(elastic, g // 2, g),
-        max_w=np.where(elastic, np.minimum(2 * g, gpus), g),
+        max_w=np.where(elastic, np.minimum(2 * g, 8), g),
         duty=rng.uniform(0.0, 0.9, jobs),
         memory_mib=rng.integers(8_000, 80_000, jobs),
         labels=tuple(frozenset({"debugging"}) if k % 7 == 0 else frozenset() for k in range(jobs)),

@@ -141,6 +141,7 @@ def build(trace_dir: Path, seed: int, jitter: float = 0.0) -> Built:
         max_w=np.minimum(max_w, gpus),
         duty=duty,
         memory_mib=memory,
+        spread=nodes > 1,
     )
     scenario = Scenario(
         gpus=gpus,
@@ -151,6 +152,7 @@ def build(trace_dir: Path, seed: int, jitter: float = 0.0) -> Built:
         training=training,
         pool=peak_replicas,
         history=history,
+        gpus_per_node=PER_NODE,
         speedup=parse_speedup("power:0.938"),
     )
     return Built(scenario, first, len(pick), factor, scale, peak_replicas, curve.containers)

@@ -19,6 +19,7 @@ needs, measured rather than guessed. The service's own ``headroom`` applies on t
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 
@@ -57,7 +58,8 @@ class Predictive(Reactive):
         self.period, self.lead, self.level = period, lead, level
         self.error_quantile, self.memory, self.min_errors = error_quantile, memory, min_errors
         self._open: dict[str, deque[tuple[int, int, float]]] = {}
-        self._errors: dict[str, deque[float]] = {}
+        self._errors: dict[str, deque[float]] = {}  # in arrival order
+        self._sorted: dict[str, list[float]] = {}  # the same, sorted
 
     def forecast(self, service: ServiceSpec, demand: Demand) -> float:
         """The highest rate forecast over ``[now, now + cold_start + lead]`` (the latest rate
@@ -94,17 +96,28 @@ class Predictive(Reactive):
         ahead = max(1, int(math.ceil((service.cold_start + self.lead) / demand.step)))
         keep = max(1, int(round(self.memory / demand.step)))
         pending = self._open.setdefault(service.name, deque())
-        errors = self._errors.setdefault(service.name, deque(maxlen=keep))
+        errors = self._errors.setdefault(service.name, deque())
+        ranked = self._sorted.setdefault(service.name, [])
         while pending and pending[0][1] <= n:
             start, end, then = pending.popleft()
             if then > 0 and end > start:
-                errors.append(float(r[start:end].max()) / then)
+                e = float(r[start:end].max()) / then
+                errors.append(e)
+                bisect.insort(ranked, e)
+                if len(errors) > keep:
+                    del ranked[bisect.bisect_left(ranked, errors.popleft())]
         pending.append((n, n + ahead, fc))
-        if len(errors) < self.min_errors:
+        if len(ranked) < self.min_errors:
             return 1.0
-        return max(1.0, float(np.quantile(np.fromiter(errors, float), self.error_quantile)))
+        # numpy's default (linear) quantile, read off the sorted list
+        pos = self.error_quantile * (len(ranked) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(ranked) - 1)
+        q = ranked[lo] + (ranked[hi] - ranked[lo]) * (pos - lo)
+        return max(1.0, q)
 
     def reset(self) -> None:
         super().reset()
         self._open.clear()
         self._errors.clear()
+        self._sorted.clear()

@@ -45,6 +45,7 @@ from suanli.core.registry import create
 from suanli.core.serving.queueing import Capacity, latency_tail
 from suanli.core.serving.service import Demand
 from suanli.sim.colocation.model import PREEMPT_LYRA, Levers, Scenario
+from suanli.sim.colocation.nodes import Nodes
 
 FUTURE, WAITING, RUNNING, DONE = 0, 1, 2, 3
 
@@ -143,7 +144,8 @@ class Run:
         self.idle = IdleTracker(levers.idle) if levers.idle is not None else None
         self._now = 0.0
         self._seen = np.concatenate([scenario.history, scenario.demand])
-        self.capacity_for_training = scenario.gpus - (scenario.pool if levers.partition else 0)
+        self.nodes = Nodes(scenario.gpus // scenario.gpus_per_node, scenario.gpus_per_node)
+        self.spread = np.asarray(tr.spread, bool)
 
     # ---------------------------------------------------------------------------------------
     # GPUs
@@ -151,42 +153,50 @@ class Run:
 
     @property
     def free(self) -> int:
-        if self.lv.partition:
-            return self.capacity_for_training - self.train_held
-        return self.sc.gpus - self.excl - self.train_held
+        return self.nodes.total
 
-    def _set_workers(self, j: int, w: int) -> None:
-        """Job ``j`` now holds ``w`` workers; replicas it hosted beyond ``w`` keep their GPUs
-        as exclusive ones."""
+    def _room(self, j: int) -> int:
+        """The most workers job ``j`` could start on now."""
+        return self.nodes.room(bool(self.spread[j]))
+
+    def _set_workers(self, j: int, w: int) -> int:
+        """Job ``j`` (running) to ``w`` workers, or as near as its nodes allow when growing;
+        replicas whose host worker leaves keep their GPUs. Returns the workers it has."""
         old = int(self.workers[j])
+        if w > old:
+            w = old + self.nodes.grow(j, w - old, bool(self.spread[j]))
+        elif w < old:
+            self._alone(j, self.nodes.shrink(j, old - w))
         self.workers[j] = w
         self.train_held += w - old
-        if self.hosted[j] > w:
-            moved = int(self.hosted[j]) - w
-            self.hosted[j] = w
-            self.excl += moved  # those GPUs stay, with their replicas alone on them
-            for r in self.reps:
-                if moved and r[1] == j:
-                    r[1] = -1
-                    moved -= 1
         self.rate[j] = self.sc.speedup(float(w)) / self.s_req[j] if w else 0.0
+        return w
+
+    def _alone(self, j: int, moved: list[tuple[int, int]]) -> None:
+        """Replicas that job ``j``'s workers hosted on these nodes now hold their GPUs alone."""
+        for n, k in moved:
+            left = k
+            for r in self.reps:
+                if left and r[1] == j and r[2] == n:
+                    r[1] = -1
+                    left -= 1
+            assert left == 0, "a hosted replica not found"
+            self.excl += k
+            self.hosted[j] -= k
 
     def _release(self, j: int) -> None:
         """Job ``j`` stops holding GPUs (its hosted replicas stay, on GPUs of their own)."""
-        hosted = int(self.hosted[j])
-        if hosted:
-            for r in self.reps:
-                if r[1] == j:
-                    r[1] = -1
-            self.excl += hosted
-            self.hosted[j] = 0
+        self._alone(j, self.nodes.release(j))
         self.train_held -= int(self.workers[j])
         self.workers[j] = 0
         self.rate[j] = 0.0
 
     def _start(self, j: int, w: int, t: float) -> None:
         self.status[j] = RUNNING
-        self._set_workers(j, w)
+        self.nodes.place(j, w, bool(self.spread[j]))
+        self.workers[j] = w
+        self.train_held += w
+        self.rate[j] = self.sc.speedup(float(w)) / self.s_req[j]
         self.pause_until[j] = t + self.sc.resize_cost if self.restart[j] else t
         self.restart[j] = False
         self.wait[j] += t - self.queued_at[j]
@@ -197,9 +207,12 @@ class Run:
         self.next_ckpt[j] = self.run_clock[j] + self.sc.checkpoint
 
     def _resize(self, j: int, w: int, t: float) -> None:
-        """A resize saves a checkpoint and restarts on ``w`` workers: no work is lost, none
-        is made for the resize cost."""
-        self._set_workers(j, w)
+        """A resize saves a checkpoint and restarts on ``w`` workers (or as many as its nodes
+        allow when growing; nothing happens if that is none): no work is lost, none is made
+        for the resize cost."""
+        old = int(self.workers[j])
+        if self._set_workers(j, w) == old:
+            return
         self.pause_until[j] = max(self.pause_until[j], t) + self.sc.resize_cost
         self.unsaved[j] = 0.0
         self.next_ckpt[j] = self.run_clock[j] + self.sc.checkpoint
@@ -229,7 +242,7 @@ class Run:
         sc, lv, svc = self.sc, self.lv, self.sc.service
         if lv.partition:
             if not self.reps:
-                self.reps = [[0.0, -1] for _ in range(sc.pool)]
+                self.reps = [[0.0, -1, n] for n in self.nodes.reserve(sc.pool)]
                 self.excl = sc.pool
             return
         h = len(sc.history)
@@ -245,21 +258,24 @@ class Run:
 
     def _scale_up(self, add: int, t: float, warm: bool = False) -> None:
         ready_at = t if warm else t + self.sc.service.cold_start
-        take = min(add, max(0, self.free))
-        for _ in range(take):
-            self.reps.append([ready_at, -1])
-        self.excl += take
-        add -= take
+        add -= self._own_gpus(add, ready_at)
         if add and self.lv.sharing:
             add = self._share(add, ready_at)
         if add:
-            freed = self._take_back(add, t)
-            n = min(add, freed)
-            for _ in range(n):
-                self.reps.append([ready_at, -1])
-            self.excl += n
-            if n < add:
+            self._take_back(add, t)
+            add -= self._own_gpus(add, ready_at)
+            if add:
                 self.short_steps += 1
+
+    def _own_gpus(self, add: int, ready_at: float) -> int:
+        """Up to ``add`` new replicas on free GPUs of their own; returns how many."""
+        k = min(add, self.free)
+        for _ in range(k):
+            n = self.nodes.take_replica()
+            self.nodes.free[n] -= 1
+            self.reps.append([ready_at, -1, n])
+        self.excl += k
+        return k
 
     def _share(self, add: int, ready_at: float) -> int:
         """Put up to ``add`` new replicas on GPUs of low-duty training workers (reclaimed
@@ -270,14 +286,14 @@ class Run:
             return add
         order = run[np.lexsort((run, tr.duty[run], ~self.idle_host[run]))]
         for j in order:
-            room = int(self.workers[j] - self.hosted[j])
-            k = min(room, add)
-            self.hosted[j] += k
-            for _ in range(k):
-                self.reps.append([ready_at, float(j)])
-            add -= k
-            if not add:
-                break
+            for n, room in self.nodes.host_room(int(j)):
+                for _ in range(min(room, add)):
+                    self.nodes.host(int(j), n)
+                    self.hosted[j] += 1
+                    self.reps.append([ready_at, int(j), n])
+                    add -= 1
+                if not add:
+                    return 0
         return add
 
     def _take_back(self, need: int, t: float) -> int:
@@ -317,18 +333,24 @@ class Run:
                 self._preempt(int(j), t)
 
     def _scale_down(self, drop: int) -> None:
-        # Starting replicas first (newest), then shared ones, then exclusive ones.
-        self.reps.sort(key=lambda r: (-r[0], -(r[1] >= 0)))
-        starting = [r for r in self.reps if r[0] > self._now]
+        # Starting replicas first (newest), then shared ones, then those of their own on the
+        # emptiest nodes (so that whole nodes come free for training).
+        free = self.nodes.free
+        starting = sorted((r for r in self.reps if r[0] > self._now), key=lambda r: -r[0])
         ready_shared = [r for r in self.reps if r[0] <= self._now and r[1] >= 0]
-        ready_excl = [r for r in self.reps if r[0] <= self._now and r[1] < 0]
-        keep = starting + ready_shared + ready_excl
-        gone, keep = keep[:drop], keep[drop:]
+        ready_excl = sorted(
+            (r for r in self.reps if r[0] <= self._now and r[1] < 0),
+            key=lambda r: (-free[int(r[2])], int(r[2])),
+        )
+        order = starting + ready_shared + ready_excl
+        gone, keep = order[:drop], order[drop:]
         for r in gone:
             if r[1] >= 0:
                 self.hosted[int(r[1])] -= 1
+                self.nodes.unhost(int(r[1]), int(r[2]))
             else:
                 self.excl -= 1
+                self.nodes.drop_replica(int(r[2]))
         self.reps = keep
 
     # ---------------------------------------------------------------------------------------
@@ -419,7 +441,7 @@ class Run:
                     self._release(int(j))
                     if self.idle is not None:
                         self.idle.forget(tr.ids[j])
-            excl_ready = sum(1 for r in ready if r[1] < 0)
+            excl_ready = c - len(hosts)
             busy = busy_train + busy_shared + excl_ready * rho * dt
             if self.idle is not None:
                 self.idle_gpu_s += float(self.workers[self.flagged].sum()) * dt
@@ -461,13 +483,15 @@ class Run:
             short_steps=self.short_steps,
         )
 
-    def _resizable(self, j: int, floor: int | None = None) -> Resizable:
-        """Job ``j`` as a resize plan sees it (``floor``: a minimum other than its own)."""
+    def _resizable(self, j: int, floor: int | None = None, cap: int | None = None) -> Resizable:
+        """Job ``j`` as a resize plan sees it (``floor``, ``cap``: a minimum, a maximum other
+        than its own)."""
         tr = self.sc.training
         lo = int(tr.min_w[j]) if floor is None else floor
+        hi = int(tr.max_w[j]) if cap is None else max(int(tr.gpus[j]), min(int(tr.max_w[j]), cap))
         return Resizable(
             str(j),
-            ElasticRange(lo, int(tr.max_w[j]), int(tr.gpus[j])),
+            ElasticRange(lo, hi, int(tr.gpus[j])),
             int(self.workers[j]),
             self.sc.speedup,
             float(self.remaining[j]),
@@ -480,6 +504,15 @@ class Run:
         assert self.free >= 0, f"GPUs over-committed: {self.free} free"
         assert self.train_held == int(self.workers.sum())
         assert self.excl == sum(1 for r in self.reps if r[1] < 0)
+        nodes = self.nodes
+        assert (nodes.free >= 0).all() and (nodes.free <= nodes.per_node).all()
+        assert nodes.total == sc.gpus - self.excl - self.train_held
+        for j in np.flatnonzero(run):
+            at, host = nodes.job[int(j)], nodes.hosted[int(j)]
+            assert sum(at.values()) == self.workers[j]
+            assert self.spread[j] or len(at) == 1, "a one-node job on several nodes"
+            assert all(host[n] <= at.get(n, 0) for n in host)
+            assert sum(host.values()) == self.hosted[j]
         assert (self.hosted <= self.workers).all() and (self.hosted >= 0).all()
         assert int(self.hosted.sum()) == sum(1 for r in self.reps if r[1] >= 0)
         assert (self.hosted[~self.host_ok] == 0).all(), "a replica beside a worker it may not"
@@ -492,22 +525,19 @@ class Run:
     def _starts(self, t: float) -> None:
         if not self.waiting:
             return
-        free = self.free
-        if free <= 0:
+        need = int(self.min_start[self.waiting].min())
+        if self.free < need:
             return
-        need = self.min_start[self.waiting]
-        if free < need.min():
-            return
-        tr = self.sc.training
         started: list[int] = []
+        one, total = int(self.nodes.free.max()), self.free  # the rooms, kept between starts
         for j in self.waiting:
-            if free < self.min_start[j]:
+            room = total if self.spread[j] else one
+            if room < self.min_start[j]:
                 continue
-            w = int(min(tr.gpus[j], free)) if self.elastic[j] else int(tr.gpus[j])
-            self._start(j, w, t)
-            free -= w
+            self._start(j, self._size(j, room), t)
             started.append(j)
-            if free < need.min():
+            one, total = int(self.nodes.free.max()), self.free
+            if total < need:
                 break
         if started:
             gone = set(started)
@@ -515,23 +545,42 @@ class Run:
         if self.elastic_on and self.waiting:
             self._make_room(self.waiting[0], t)
 
+    def _size(self, j: int, room: int) -> int:
+        """The workers job ``j`` starts on, given ``room``: its request, or as many as fit
+        down to its minimum for an elastic job."""
+        req = int(self.sc.training.gpus[j])
+        return min(req, room) if self.elastic[j] else req
+
     def _make_room(self, head: int, t: float) -> None:
         """The first waiting job does not fit: elastic jobs grown past their request give
         the extra back (never below their request, so growth only ever lends GPUs that
-        nobody waits for), if that is enough for it to start."""
+        nobody waits for), if that is enough for it to start: on one node for a job that
+        may not spread, from the grown jobs on that node."""
         tr = self.sc.training
-        need = int(self.min_start[head]) - self.free
-        run = np.flatnonzero((self.status == RUNNING) & (self.workers > tr.gpus))
-        if need <= 0 or int((self.workers[run] - tr.gpus[run]).sum()) < need:
+        m = int(self.min_start[head])
+        grown = np.flatnonzero((self.status == RUNNING) & (self.workers > tr.gpus))
+        if not len(grown):
             return
-        grown = [self._resizable(j, floor=int(tr.gpus[j])) for j in run]
-        plan, _ = plan_shrink(grown, need)
-        for jid, w in plan.items():
-            self._resize(int(jid), w, t)
-        if self.free >= self.min_start[head]:
-            w = int(min(tr.gpus[head], self.free)) if self.elastic[head] else int(tr.gpus[head])
-            self._start(head, w, t)
-            self.waiting.pop(0)
+        free = self.nodes.free
+        if self.spread[head]:
+            plans = [(grown, m - self.free)]
+        else:  # the node whose own free GPUs and grown one-node jobs give most
+            plans = []
+            for n in np.argsort(-free, kind="stable"):
+                on = [j for j in grown if not self.spread[j] and int(n) in self.nodes.job[j]]
+                if on:
+                    plans.append((np.array(on), m - int(free[n])))
+        for jobs, need in plans:
+            if need <= 0 or int((self.workers[jobs] - tr.gpus[jobs]).sum()) < need:
+                continue
+            plan, _ = plan_shrink([self._resizable(j, floor=int(tr.gpus[j])) for j in jobs], need)
+            for jid, w in plan.items():
+                self._resize(int(jid), w, t)
+            room = self._room(head)
+            if room >= m:
+                self._start(head, self._size(head, room), t)
+                self.waiting.pop(0)
+            return
 
     def _grow(self, t: float) -> None:
         free = self.free
@@ -545,9 +594,18 @@ class Run:
         )
         if not len(run):
             return
-        jobs = [self._resizable(j) for j in run]
+        jobs = [self._resizable(j, cap=self._growth_room(j)) for j in run]
+        jobs = [r for r in jobs if r.range.max_workers > r.workers]
         for jid, w in plan_growth(jobs, free, self.sc.resize_cost).items():
             self._resize(int(jid), w, t)
+
+    def _growth_room(self, j: int) -> int:
+        """The most workers running job ``j`` could have now: its own node's free GPUs for a
+        job on one node."""
+        if self.spread[j]:
+            return int(self.workers[j]) + self.free
+        (n,) = self.nodes.job[j]
+        return int(self.workers[j]) + int(self.nodes.free[n])
 
     def _idle(self, t: float) -> None:
         assert self.idle is not None

@@ -1,10 +1,9 @@
 """The co-location model's inputs: the cluster, one online service, the training jobs, and the
 levers a setup pulls.
 
-The model counts GPUs of one pool (``gpus``), not their place on nodes: it is about how
-the pool is shared over time between a service and elastic training, not about packing
-(fragmentation is the main simulator's subject). Time advances in fixed ``step``s; the
-service's demand is a rate per step.
+The cluster is ``gpus`` GPUs on nodes of ``gpus_per_node`` (``suanli.sim.colocation.nodes``
+says where each worker and replica sits). Time advances in fixed ``step``s; the service's
+demand is a rate per step.
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ PREEMPT_LYRA = "lyra"
 class Training:
     """The training jobs, one entry per job in submission order: ``submit`` and ``runtime``
     (seconds, on ``gpus`` workers), the elastic range (``min_w`` = ``max_w`` = ``gpus`` for
-    a rigid job), the GPU ``duty`` and GPU memory per worker (MiB)."""
+    a rigid job), the GPU ``duty`` and GPU memory per worker (MiB), and whether a job may
+    ``spread`` over nodes (None: none may; a job that may not keeps every worker on one)."""
 
     ids: tuple[str, ...]
     submit: np.ndarray
@@ -38,10 +38,13 @@ class Training:
     duty: np.ndarray
     memory_mib: np.ndarray
     labels: tuple[frozenset[str], ...] = ()
+    spread: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.ids)
-        for name in ("submit", "runtime", "gpus", "min_w", "max_w", "duty", "memory_mib"):
+        if self.spread is None:
+            object.__setattr__(self, "spread", np.zeros(n, bool))
+        for name in ("submit", "runtime", "gpus", "min_w", "max_w", "duty", "memory_mib", "spread"):
             if len(getattr(self, name)) != n:
                 raise SpecError(f"training: {name} has {len(getattr(self, name))} entries, not {n}")
         if n and not (
@@ -119,10 +122,21 @@ class Scenario:
     share_max_duty: float = 0.1
     grow_every: int = 5
     idle_every: int = 5
+    gpus_per_node: int = 8
 
     def __post_init__(self) -> None:
         if self.gpus <= 0 or self.step <= 0:
             raise SpecError("scenario: gpus and step must be > 0")
+        if self.gpus_per_node <= 0 or self.gpus % self.gpus_per_node:
+            raise SpecError(
+                f"scenario: {self.gpus} GPUs are not whole nodes of {self.gpus_per_node}"
+            )
+        tr = self.training
+        one_node = ~tr.spread  # type: ignore[operator]
+        if len(tr) and (tr.max_w[one_node] > self.gpus_per_node).any():
+            raise SpecError(
+                "scenario: a job that may not spread over nodes asks more workers than a node has"
+            )
         if not 0 <= self.pool <= self.gpus:
             raise SpecError(f"scenario: pool must be in 0..{self.gpus}, got {self.pool}")
         if len(self.demand) == 0 or not np.all(np.isfinite(self.demand)) or (self.demand < 0).any():
