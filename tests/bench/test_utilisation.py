@@ -55,7 +55,10 @@ def test_the_targets_that_the_scenario_allows_are_met(report: dict) -> None:
     assert met["SLO attainment >= 99.9%"]
     assert met["mean queueing delay <= static / 1.5"]
     assert met["useful training GPU-hours >= static"]
-    a, _, c = report["setups"]
+    a, b, c = report["setups"]
     assert c["utilisation"] > a["utilisation"]
+    # The shared pool's reactive autoscaler leaves queues unstable at times: no finite P99
+    # (null in the JSON, which stays strict JSON).
+    assert b["p99_latency"] is None and c["p99_latency"] <= 10.0
     # 70% is out of reach on these parameters: the bound says so, and the run says so.
     assert report["bound"]["utilisation"] < 0.70 and not met["utilisation >= 70%"]

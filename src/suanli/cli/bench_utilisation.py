@@ -104,7 +104,7 @@ def utilisation_command(
         root = find_trace_dir(trace_dir)
         reports = [run_scenario(root, s, jitter) for s in seed_list]
         if json_out:
-            typer.echo(json.dumps([r.to_json() for r in reports], indent=2))
+            typer.echo(json.dumps([r.to_json() for r in reports], indent=2, allow_nan=False))
         else:
             console = Console(width=None if sys.stdout.isatty() else 170)
             for line in describe(reports[0].built):

@@ -103,8 +103,9 @@ def _erlang_c_vec(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     return b / (1.0 - rho + rho * b)
 
 
-def _tail_vec(t: float, lam: np.ndarray, mu: float, c: np.ndarray) -> np.ndarray:
-    """``latency_tail`` for each pair ``(lam[i], c[i])`` (stable ones: ``lam < c mu``)."""
+def latency_tail_many(t: float, lam: np.ndarray, mu: float, c: np.ndarray) -> np.ndarray:
+    """``latency_tail`` for each pair ``(lam[i], c[i])`` at once (only stable ones:
+    ``lam < c mu``, ``c >= 1``)."""
     w = _erlang_c_vec(c, lam / mu)
     theta = c * mu - lam
     es = math.exp(-mu * t)
@@ -135,7 +136,7 @@ class Capacity:
         lo, hi = np.zeros(limit), c * mu
         for _ in range(50):
             mid = 0.5 * (lo + hi)
-            ok = _tail_vec(slo, mid, mu, c) <= 1.0 - q
+            ok = latency_tail_many(slo, mid, mu, c) <= 1.0 - q
             lo = np.where(ok, mid, lo)
             hi = np.where(ok, hi, mid)
         self.rate = np.concatenate([[0.0], lo])

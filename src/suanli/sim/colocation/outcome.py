@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from suanli.core.serving.queueing import _tail_vec
+from suanli.core.serving.queueing import latency_tail_many
 from suanli.sim.colocation.engine import Trace
 from suanli.sim.colocation.model import Scenario
 
@@ -60,8 +60,10 @@ class Summary:
     idle_reclaimed: int
 
     def to_json(self) -> dict[str, Any]:
+        """As plain JSON: a figure that is not finite is null (a P99 latency is infinite
+        when more than 1% of requests met a queue that grew without bound)."""
         return {
-            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
             for k, v in asdict(self).items()
         }
 
@@ -79,7 +81,7 @@ def _mixture_tail(x: float, lam: np.ndarray, mu: np.ndarray, c: np.ndarray) -> f
         # One call per distinct rate (the shared replicas' rates differ): grouped.
         for m in np.unique(mu[s]):
             k = s[mu[s] == m]
-            tail[k] = _tail_vec(x, lam[k], float(m), c[k].astype(float))
+            tail[k] = latency_tail_many(x, lam[k], float(m), c[k].astype(float))
     return float((tail * lam).sum() / lam.sum())
 
 
