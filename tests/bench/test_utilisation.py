@@ -62,3 +62,18 @@ def test_the_targets_that_the_scenario_allows_are_met(report: dict) -> None:
     assert b["p99_latency"] is None and c["p99_latency"] <= 10.0
     # 70% is out of reach on these parameters: the bound says so, and the run says so.
     assert report["bound"]["utilisation"] < 0.70 and not met["utilisation >= 70%"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--shift", "9"], "a week can start at most 3 full days after the first, not 9"),
+        (["--jitter", "-1"], "--jitter: must be in [0, 2]"),
+        (["--seeds", "x"], "--seeds: expected numbers or ranges"),
+    ],
+)
+def test_bad_options_are_refused_with_what_and_why(args: list[str], message: str) -> None:
+    root = trace_dir_or_skip()
+    res = cli_runner().invoke(app, ["bench", "utilisation", "--trace-dir", str(root), *args])
+    assert res.exit_code != 0
+    assert message in (res.stderr or res.output)

@@ -38,7 +38,7 @@ import numpy as np
 
 from suanli.core.elastic import parse_speedup
 from suanli.core.idle import IdlePolicy
-from suanli.core.model import KNOWN_GPU_MODELS
+from suanli.core.model import KNOWN_GPU_MODELS, SpecError
 from suanli.core.serving.queueing import Capacity
 from suanli.core.serving.service import ServiceSpec
 from suanli.sim.colocation.engine import Trace
@@ -74,6 +74,7 @@ class Built:
     demand_scale: float
     peak_replicas: int
     containers: int
+    first_full: int
 
 
 def full_days(submit: np.ndarray) -> np.ndarray:
@@ -84,12 +85,13 @@ def full_days(submit: np.ndarray) -> np.ndarray:
     return np.flatnonzero(counts >= FULL_DAY * counts.max())
 
 
-def build(trace_dir: Path, seed: int, jitter: float = 0.0) -> Built:
+def build(trace_dir: Path, seed: int, jitter: float = 0.0, shift: int = 0) -> Built:
     """The fixed scenario from the traces in ``trace_dir`` (duties and memory drawn with
     ``seed``). ``jitter`` > 0 makes a variant the scenario does not fix: each day's demand
     scaled by ``exp(N(0, jitter))`` and each step's by another such draw (seeded), so that
     no day repeats the last (a check that the predictive autoscaler is not fitted to an
-    exactly periodic curve)."""
+    exactly periodic curve). ``shift`` > 0 is another such variant: the training week starts
+    that many full days later (another mix of the same users' jobs)."""
     gpus = NODES * PER_NODE
     model = KNOWN_GPU_MODELS[MODEL]
     mu = 1.0 / SERVICE_TIME
@@ -119,7 +121,12 @@ def build(trace_dir: Path, seed: int, jitter: float = 0.0) -> Built:
     jobs = load_philly_user_jobs(trace_dir / PHILLY_USER_JOBS)
     submit = np.array([j.submit for j in jobs])
     days = full_days(submit)
-    first = int(days[0])
+    if not 0 <= shift <= len(days) - DAYS:
+        raise SpecError(
+            f"shift: philly-users has {len(days)} full days, so a week can start at most "
+            f"{len(days) - DAYS} full days after the first, not {shift}"
+        )
+    first = int(days[shift])
     t0 = first * 86400.0
     pick = [j for j in jobs if t0 <= j.submit < t0 + DAYS * 86400]
     g = np.array([j.task.gpus * j.tasks for j in pick])
@@ -155,7 +162,9 @@ def build(trace_dir: Path, seed: int, jitter: float = 0.0) -> Built:
         gpus_per_node=PER_NODE,
         speedup=parse_speedup("power:0.938"),
     )
-    return Built(scenario, first, len(pick), factor, scale, peak_replicas, curve.containers)
+    return Built(
+        scenario, first, len(pick), factor, scale, peak_replicas, curve.containers, int(days[0])
+    )
 
 
 def setups(built: Built) -> tuple[Levers, ...]:
@@ -191,7 +200,8 @@ def describe(b: Built) -> list[str]:
         f"x{b.demand_scale:.4g} so that its peak ({sc.demand.max():.1f} req/s) needs "
         f"{b.peak_replicas} replicas (P99 <= {svc.slo:g} s = {SLO_FACTOR:g} x the "
         f"{SERVICE_TIME:g} s mean service time, M/M/c); mean {sc.demand.mean():.1f} req/s",
-        f"training: philly-users {day} (the first {DAYS} full days), {b.jobs} jobs, runtimes "
+        f"training: philly-users {day} ({'the first ' if b.first_day == b.first_full else ''}"
+        f"{DAYS} full days), {b.jobs} jobs, runtimes "
         f"x{b.runtime_factor:.3f} so the offered demand averages {TRAINING_SHARE:.0%} of the "
         "cluster; duty: training (Jeon et al., ATC'19); elastic 1/2x-2x where > 1 GPU",
     ]
@@ -245,10 +255,10 @@ class Report:
         }  # fmt: skip
 
 
-def run_scenario(trace_dir: Path, seed: int, jitter: float = 0.0) -> Report:
-    """The three setups on the scenario of ``seed`` (``jitter``: see ``build``)."""
+def run_scenario(trace_dir: Path, seed: int, jitter: float = 0.0, shift: int = 0) -> Report:
+    """The three setups on the scenario of ``seed`` (``jitter``, ``shift``: see ``build``)."""
     t0 = time.perf_counter()
-    built = build(trace_dir, seed, jitter)
+    built = build(trace_dir, seed, jitter, shift)
     out, traces = [], []
     for lv in setups(built):
         tr = engine_run(built.scenario, lv)

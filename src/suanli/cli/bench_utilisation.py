@@ -83,6 +83,13 @@ def utilisation_command(
             "noise of this sigma on the demand (0: the scenario as fixed)."
         ),
     ] = 0.0,
+    shift: Annotated[
+        int,
+        typer.Option(
+            help="A variant the scenario does not fix: the training week starts this many "
+            "full days later (0: the first full week, as fixed)."
+        ),
+    ] = 0,
     trace_dir: Annotated[
         Path | None,
         typer.Option(
@@ -102,15 +109,18 @@ def utilisation_command(
             fail(f"--jitter: must be in [0, 2], got {jitter}")
         seed_list = parse_seeds(seeds)
         root = find_trace_dir(trace_dir)
-        reports = [run_scenario(root, s, jitter) for s in seed_list]
+        reports = [run_scenario(root, s, jitter, shift) for s in seed_list]
         if json_out:
             typer.echo(json.dumps([r.to_json() for r in reports], indent=2, allow_nan=False))
         else:
             console = Console(width=None if sys.stdout.isatty() else 170)
             for line in describe(reports[0].built):
                 console.print(line, highlight=False)
-            if jitter:
-                console.print(f"variant: demand jitter sigma {jitter:g}", highlight=False)
+            if jitter or shift:
+                console.print(
+                    f"variant: demand jitter sigma {jitter:g}, training week shifted {shift} d",
+                    highlight=False,
+                )
             for r in reports:
                 console.print(table(r))
                 b = r.bound
