@@ -1,7 +1,7 @@
 """Running ``suanli serve`` in a test: the real server on a loopback port, in this process.
 
 The server is built as ``suanli serve`` builds it (``cli.serve.build_server``) with two
-declared (virtual) GPUs, its loop, its GPU utilisation sampler (when it has one: a
+declared (virtual) GPUs (or ``gpus``), its loop, its GPU utilisation sampler (when it has one: a
 ``util_reader`` stand-in, since there is no NVML here) and its HTTP server on threads of
 their own.
 """
@@ -57,8 +57,8 @@ class Running:
         self.server.close()
 
 
-def start(state: Path, db: str, **options: Any) -> Running:
-    server = build_server(state, db=db, gpus=2, gpu_model="H100", **options)
+def start(state: Path, db: str, gpus: int = 2, **options: Any) -> Running:
+    server = build_server(state, db=db, gpus=gpus, gpu_model="H100", **options)
     port = free_port()
     uv = uvicorn.Server(
         uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning")

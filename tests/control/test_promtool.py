@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from suanli.backends.inventory import GpuSample
 from suanli.control.metrics import ControlMetrics
+from suanli.control.reclaim import Flag
 from suanli.control.sampler import JobReading
 
 PROMTOOL = shutil.which("promtool")
@@ -64,6 +65,9 @@ def populated() -> ControlMetrics:
         }
     )
     m.sampling_failed("read")
+    # The idle watch's flags (``suanli.control.reclaim``): one idle job, one busy.
+    m.set_job_idle({"7": Flag("vision", "vision", True), "9": Flag("stranger", "nlp", False)})
+    m.preempted("vision", "idle")
     return m
 
 
@@ -77,6 +81,7 @@ def test_promtool_accepts_the_exposition(queues: Collection[str] | None) -> None
             'suanli_job_gpu_utilization_ratio{job="7",queue="vision",tenant="vision"} 0.5' in text
         )
         assert 'job="9"' not in text
+        assert 'suanli_job_gpu_idle{job="7",queue="vision",tenant="vision"} 1.0' in text
     if queues is None:  # the full view really has every metric, each with samples
         families = {f.name: f for f in text_string_to_metric_families(body.decode())}
         registered = {f.name for f in m.registry.collect()}

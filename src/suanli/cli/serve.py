@@ -34,6 +34,11 @@ Online services: ``POST /v1/services`` (``suanli service create``) runs replicas
 service as ``online`` jobs, sized once every ``--service-step`` seconds by the simulator's
 autoscalers from the demand the tenant reports (``suanli.control.services``).
 
+Idle GPUs: with ``--idle-threshold`` (off by default), a job whose sampled GPU duty stays
+below it for ``--idle-window`` is warned in its history and, ``--idle-grace`` later, still
+idle and with a job waiting, reclaimed by ``--idle-action`` (``suanli.control.reclaim``);
+online jobs and those labelled ``interactive`` or ``debugging`` never are.
+
 The server logs to ``STATE/serve.log`` (``--log -``: standard error) and prints one line
 when it is ready: the API answers and the scheduler has recovered its state. If the
 scheduler loop stops, ``/healthz`` answers 503 and the process exits with status 1, so that a
@@ -59,6 +64,7 @@ if TYPE_CHECKING:
     from suanli.control.loop import ControlConfig, Controller
     from suanli.control.metrics import ControlMetrics
     from suanli.control.sampler import UtilSampler
+    from suanli.core.idle import IdlePolicy
     from suanli.store import Store
 
 DEFAULT_PORT = 8620
@@ -220,6 +226,34 @@ def serve_command(
             help="Keep at most N raw utilisation samples, folding the oldest (0: no cap).",
         ),
     ] = 1_000_000,
+    idle_threshold: Annotated[
+        float,
+        typer.Option(
+            "--idle-threshold",
+            metavar="RATIO",
+            help="Idle-GPU reclaim: a job whose GPU duty stays below this (0.05 = 5%) for "
+            "--idle-window is warned, and reclaimed --idle-grace later (0: off, the default).",
+        ),
+    ] = 0.0,
+    idle_window: Annotated[
+        str,
+        typer.Option("--idle-window", metavar="DURATION", help="Idle this long: warned."),
+    ] = "30m",
+    idle_grace: Annotated[
+        str,
+        typer.Option(
+            "--idle-grace", metavar="DURATION", help="Still idle this long after: reclaimed."
+        ),
+    ] = "10m",
+    idle_action: Annotated[
+        str,
+        typer.Option(
+            "--idle-action",
+            metavar="ACTION",
+            help="preempt (stop it, requeue it from its checkpoint) or shrink (an elastic "
+            "job to its minimum workers; others are preempted).",
+        ),
+    ] = "preempt",
     service_step: Annotated[
         float,
         typer.Option(
@@ -268,6 +302,22 @@ def serve_command(
         retention_s = parse_duration(util_retention, "--util-retention")
     except SpecError as e:
         fail(str(e))
+    idle = None
+    if idle_threshold != 0:
+        from suanli.core.idle import IdlePolicy
+
+        if idle_action not in ("preempt", "shrink"):
+            fail(f"--idle-action: preempt or shrink, got {idle_action!r} (share is the "
+                 "simulator's: GPUs are not lent to other work live)")  # fmt: skip
+        try:
+            idle = IdlePolicy(
+                threshold=idle_threshold,
+                window=parse_duration(idle_window, "--idle-window"),
+                grace=parse_duration(idle_grace, "--idle-grace"),
+                action=idle_action,
+            )
+        except SpecError as e:
+            fail(str(e))
     if not (math.isfinite(service_step) and service_step >= 0.05):
         fail(f"--service-step: must be at least 0.05 seconds, got {service_step}")
     if util_max_samples < 0:
@@ -299,6 +349,7 @@ def serve_command(
             util_retention=retention_s,
             util_max_samples=util_max_samples or None,
             service_step=service_step,
+            idle=idle,
         )
     log_target = log if log is not None else str(server.state / LOG_FILE)
     fmt = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -413,6 +464,7 @@ def build_server(
     util_max_samples: int | None = 1_000_000,
     util_reader: GpuUseReader | None = None,
     service_step: float = 10.0,
+    idle: IdlePolicy | None = None,
 ) -> Server:
     """Open the store, take the inventory, and build the controller, backend and API.
 
@@ -486,6 +538,7 @@ def build_server(
         log_max_bytes=task_log_max,
         reconcile_interval_s=reconcile_interval,
         service_step_s=service_step,
+        idle=idle,
     )
     if db is None:
         store = open_store(_private_sqlite(state / DB_FILE))
@@ -537,6 +590,11 @@ def build_server(
         sampling = "off: GPUs declared with --gpus (NVML is not read for them)"
     else:
         sampling = "off: NVML not present"
+    if idle is not None and reader is None:
+        raise SpecError(
+            f"--idle-threshold: idle GPUs are found from utilisation samples, and there are "
+            f"none here ({sampling})"
+        )
     sampler = None
     if reader is not None:
         sampler = UtilSampler(

@@ -12,6 +12,8 @@ than a per-user limit) is refused at submission with the reason the simulator gi
    (``suanli.control.services``); reads new submissions and cancel requests from the store;
 3. runs one cycle of the core at the current time and applies its decisions;
 4. starts attempts whose GPUs are free (a preemptor waits for its victims' processes);
+   with idle detection on, feeds the sampled utilisation to the idle watch and reclaims
+   jobs idle past their grace once a job waits (``suanli.control.reclaim``);
 5. writes pending reasons, and meters ended attempts into the ledger.
 
 Rules of the applier:
@@ -61,6 +63,7 @@ from suanli.control.attempts import Health, LiveAttempt, job_of, one_line, to_ms
 from suanli.control.crash import crash_point
 from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
+from suanli.control.reclaim import IdleWatch
 from suanli.control.repair import Repair
 from suanli.control.services import ServiceKeeper
 from suanli.control.spec import JobSpec
@@ -76,6 +79,7 @@ from suanli.core.decisions import (
     Skip,
     apply,
 )
+from suanli.core.idle import IdlePolicy
 from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.view import ClusterView, TaskPlacement
@@ -117,6 +121,8 @@ class ControlConfig:
     """Per task and stream: the log is rotated past this many bytes (one older file kept)."""
     log_min_free_bytes: int = 1 << 30
     """Task output is dropped while the log's filesystem has less free than this."""
+    idle: IdlePolicy | None = None
+    """Idle-GPU detection and reclaim (``suanli.control.reclaim``); None: off."""
     service_step_s: float = 10.0
     """The step of each online service's demand history: its autoscaler is asked once a
     step (``suanli.control.services``)."""
@@ -170,6 +176,8 @@ class Controller(Repair):
         self.reconciled_at = -float("inf")  # the clock's time of the last reconciliation
         self.meter_retry: dict[tuple[str, int], float] = {}  # attempt -> retry metering after
         self.services = ServiceKeeper(store, step_s=config.service_step_s)
+        self.idle = IdleWatch(store, config.idle) if config.idle is not None else None
+        self.idle_due: dict[tuple[str, int], LiveAttempt] = {}  # idle past grace: reclaim
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
@@ -216,6 +224,8 @@ class Controller(Repair):
             decisions = self.sched.cycle(self.rng, now)
             self._apply(decisions, now)
         self._launch_ready(now)
+        if self.idle is not None:
+            self._watch_idle(now)
         self._write_reasons(now)
         self._meter()
         if now - self.reconciled_at >= self.config.reconcile_interval_s:
@@ -403,6 +413,61 @@ class Controller(Repair):
         live.state = "stopping"
         self._send_stop(live)
         crash_point("preempt-grace")
+
+    # ------------------------------------------------------------------ idle reclaim
+    def _watch_idle(self, now: float) -> None:
+        """Feed the idle watch the new samples and reclaim what it says is idle past its
+        grace period (``suanli.control.reclaim``), once some job waits: reclaiming GPUs
+        nobody waits for would only restart the job on them. Until then it stays due, as
+        long as it stays idle."""
+        idle = self.idle
+        assert idle is not None
+        try:
+            for live in idle.tick(now, self.live):
+                self.idle_due[live.key] = live
+        except Exception:  # noqa: BLE001 - reading samples must not stop scheduling
+            log.exception("idle watch: pass failed; scheduling goes on")
+            return
+        waiting = len(self.sched) > 0
+        for key, live in list(self.idle_due.items()):
+            if self.live.get(key) is not live or live.state != "running":
+                del self.idle_due[key]
+            elif not idle.flagged(live, now):
+                del self.idle_due[key]  # busy again: the tracker starts afresh
+            elif waiting:
+                del self.idle_due[key]
+                with self._guard(live.job.id, "reclaiming its idle GPUs"):
+                    self._reclaim_idle(live, now)
+        if self.metrics is not None:
+            self.metrics.set_job_idle(idle.flags)
+
+    def _reclaim_idle(self, live: LiveAttempt, now: float) -> None:
+        """Stop an idle attempt as a preemption does (its stop signal, its grace, then the
+        kill) and requeue its job behind the jobs waiting now; its next attempt finds its
+        checkpoint directory as it left it. The cycle did not evict it, so its resources
+        are released in the scheduler here."""
+        if live.key not in self.live or live.state != "running":
+            return
+        p = self.config.idle
+        assert p is not None
+        why = (f"reclaimed: its GPUs were idle (duty below {p.threshold:.3g} for "
+               f"{p.window:g} s and {p.grace:g} s after the warning)")  # fmt: skip
+        with self.store.begin() as conn:
+            js.release_claims(conn, live.job.id, live.attempt)
+            js.attempt_stopping(conn, live.job.id, live.attempt, to_ms(now), "preempted")
+            js.set_job_state(
+                conn, live.job.id, "pending", to_ms(now), reason=why, event="reclaimed"
+            )
+        self.sched.release(live.placement, live.job.id, now)
+        job = replace(live.job, submit=max(live.job.submit, now))  # behind those waiting
+        self.sched.submit(job, now, requeued=True)
+        self._requeued(live, job)
+        if self.metrics is not None:
+            self.metrics.preempted(live.job.queue, "idle")
+        live.why_stopping = Outcome.PREEMPTED
+        self._drain(live)
+        live.state = "stopping"
+        self._send_stop(live)
 
     def _drain(self, live: LiveAttempt) -> None:
         for tp in live.placement.tasks:

@@ -25,6 +25,9 @@ Metrics:
   ``{job,queue,tenant}``: each running job's latest sample (``suanli.control.sampler``: the
   mean utilisation of what it holds over its GPUs, the memory its GPUs' readings gave it);
   ``suanli_gpu_sampled_jobs``: running jobs with a sample in the sampler's last pass;
+  ``suanli_job_gpu_idle{job,queue,tenant}``: 1 for a running job whose GPUs have been idle
+  for the whole idle window (``suanli.control.reclaim``), 0 for one that is not (only with
+  idle detection on);
   ``suanli_gpu_sampling_errors_total{stage}``: sampling passes that failed.
 
 Bounded labels. Every label takes a bounded set of values, whatever users send:
@@ -34,7 +37,8 @@ Bounded labels. Every label takes a bounded set of values, whatever users send:
   those of the quota file, given to the constructor; without one (``queues=None``) they are
   the first ``max_queues`` distinct valid names seen, kept for the life of the instance;
 - ``state``: a job state of ``suanli.store.schema.JOB_STATES``, else ``other``;
-- ``reason``: ``priority`` or ``reclaim`` (the preemption kinds), else ``other``;
+- ``reason``: ``priority`` or ``reclaim`` (the preemption kinds) or ``idle`` (an idle job's
+  GPUs reclaimed), else ``other``;
 - ``method``: a standard HTTP method, else ``other``; ``route``: the route template
   (``/v1/jobs/{job_id}``), not the path, at most :data:`MAX_ROUTES` distinct ones, else
   ``other``; ``status``: the status code as given (a number, so bounded);
@@ -95,6 +99,7 @@ __all__ = [
     "ControlMetrics",
     "GpuReading",
     "JobGpuReading",
+    "JobIdleFlag",
 ]
 
 CYCLE_BUCKETS = (
@@ -127,7 +132,7 @@ QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 HTTP_METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 )
-PREEMPTION_REASONS = frozenset({"priority", "reclaim"})
+PREEMPTION_REASONS = frozenset({"priority", "reclaim", "idle"})
 MAX_ROUTES = 256
 """Distinct ``route`` labels kept (routes are the app's templates, far fewer: a guard only)."""
 
@@ -233,6 +238,13 @@ class ControlMetrics:
             per_job,
             registry=r,
         )
+        self.job_gpu_idle = Gauge(
+            "suanli_job_gpu_idle",
+            "1 if a running job's GPUs have been idle (duty below the idle threshold) for the "
+            "whole idle window, else 0.",
+            per_job,
+            registry=r,
+        )
         self.sampled_jobs = Gauge(
             "suanli_gpu_sampled_jobs",
             "Running jobs with a GPU utilisation sample in the sampler's last pass.",
@@ -245,6 +257,7 @@ class ControlMetrics:
             registry=r,
         )
         self._job_gpu_keys: set[tuple[str, str, str]] = set()
+        self._job_idle_keys: set[tuple[str, str, str]] = set()
         self._gpu_models: set[str] = set()
         self._job_keys: set[tuple[str, str]] = set()
         self._gpu_keys: set[tuple[str, int]] = set()
@@ -260,6 +273,7 @@ class ControlMetrics:
             self.preemptions,
             self.job_gpu_utilization,
             self.job_gpu_memory,
+            self.job_gpu_idle,
         )
         self._tenant_families = frozenset(
             family.name for metric in (*shared, *per_queue) for family in metric.describe()
@@ -355,6 +369,21 @@ class ControlMetrics:
                 _discard(self.job_gpu_memory, labels)
             self._job_gpu_keys = keys
             self.sampled_jobs.set(len(readings))
+
+    def set_job_idle(self, flags: Mapping[str, JobIdleFlag]) -> None:
+        """Replace ``suanli_job_gpu_idle`` with ``flags[job id]`` (the running jobs the idle
+        watch saw); jobs not given are removed. At most :data:`MAX_JOB_SERIES` jobs."""
+        shown = sorted(flags, key=_job_order)[:MAX_JOB_SERIES]
+        with self._lock:
+            keys: set[tuple[str, str, str]] = set()
+            for job in shown:
+                x = flags[job]
+                labels = (job, self._queue(x.queue), x.tenant)
+                keys.add(labels)
+                self.job_gpu_idle.labels(*labels).set(1 if x.idle else 0)
+            for labels in self._job_idle_keys - keys:
+                _discard(self.job_gpu_idle, labels)
+            self._job_idle_keys = keys
 
     def sampling_failed(self, stage: str) -> None:
         """Count one failed sampling pass at ``stage`` (``read``, ``store``, ``pass``)."""
@@ -474,6 +503,17 @@ class JobGpuReading(Protocol):
     def utilization_ratio(self) -> float: ...
     @property
     def memory_used_mib(self) -> int: ...
+
+
+class JobIdleFlag(Protocol):
+    """What ``set_job_idle`` reads of a job's idle flag (``control.reclaim.Flag``)."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def idle(self) -> bool: ...
 
 
 def _job_order(job: str) -> tuple[int, int, str]:

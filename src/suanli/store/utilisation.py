@@ -187,6 +187,51 @@ def record_samples(store: Store, samples: Sequence[Sample]) -> set[tuple[str, in
     return live
 
 
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """An attempt's utilisation at one sampler pass: the mean over its GPUs read then."""
+
+    last_id: int
+    """The largest sample id it is made of (where the next read starts)."""
+    job_id: str
+    attempt: int
+    at_ms: int
+    util_bp: int
+
+
+def readings_after(target: Target, after: int, limit: int = 100_000) -> list[Reading]:
+    """The raw samples after id ``after`` (at most ``limit``), grouped per attempt and
+    sampler pass (one ``at_ms``), in the order they were written."""
+    q = (
+        sa.select(
+            gpu_samples.c.id,
+            gpu_samples.c.job_id,
+            gpu_samples.c.attempt,
+            gpu_samples.c.at_ms,
+            gpu_samples.c.util_bp,
+        )
+        .where(gpu_samples.c.id > after)
+        .order_by(gpu_samples.c.id)
+        .limit(limit)
+    )
+    groups: dict[tuple[str, int, int], list[int]] = {}
+    last: dict[tuple[str, int, int], int] = {}
+    with reading(target) as conn:
+        for r in conn.execute(q):
+            key = (r.job_id, r.attempt, r.at_ms)
+            groups.setdefault(key, []).append(r.util_bp)
+            last[key] = r.id
+    out = [Reading(last[k], k[0], k[1], k[2], round(sum(v) / len(v))) for k, v in groups.items()]
+    out.sort(key=lambda x: x.last_id)
+    return out
+
+
+def last_sample_id(target: Target) -> int:
+    """The id of the latest raw sample (0: none)."""
+    with reading(target) as conn:
+        return int(conn.execute(sa.select(sa.func.max(gpu_samples.c.id))).scalar() or 0)
+
+
 def _raw_sums(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
     c = gpu_samples.c
     return (
