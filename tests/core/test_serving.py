@@ -63,6 +63,16 @@ def test_latency_tail_matches_a_simulated_queue(lam: float, c: int) -> None:
     assert latency_quantile(0.99, lam, mu, c) == pytest.approx(np.quantile(lat, 0.99), rel=0.08)
 
 
+def test_extreme_rates_give_no_numeric_warning() -> None:
+    """With mu near 1e9 (the API's bound) the branch ``np.where`` does not use must still be a
+    finite number (it once divided 0 by 0)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Capacity(1e9, 1e-8, 3)
+
+
 def test_unstable_queue_has_no_quantile() -> None:
     assert latency_tail(100.0, 2.0, 1.0, 2) == 1.0
     assert math.isinf(latency_quantile(0.99, 2.0, 1.0, 2))

@@ -110,7 +110,7 @@ def latency_tail_many(t: float, lam: np.ndarray, mu: float, c: np.ndarray) -> np
     theta = c * mu - lam
     es = math.exp(-mu * t)
     near = np.abs(theta - mu) < 1e-9 * mu
-    safe = np.where(near, theta + 1.0, theta)
+    safe = np.where(near, theta + mu, theta)  # any value away from mu: that branch is unused
     conv = np.where(near, (1.0 + mu * t) * es, (safe * es - mu * np.exp(-safe * t)) / (safe - mu))
     return np.clip((1.0 - w) * es + w * conv, 0.0, 1.0)
 
