@@ -64,13 +64,18 @@ def test_latency_tail_matches_a_simulated_queue(lam: float, c: int) -> None:
 
 
 def test_extreme_rates_give_no_numeric_warning() -> None:
-    """With mu near 1e9 (the API's bound) the branch ``np.where`` does not use must still be a
-    finite number (it once divided 0 by 0)."""
+    """Where the wait's rate is within rounding of the service rate (``theta == mu``, taken
+    by the closed form's other branch), the branch ``np.where`` does not use must still be
+    finite: at mu = 2e9 its placeholder once rounded back onto mu and divided 0 by 0."""
     import warnings
 
+    from suanli.core.serving.queueing import latency_tail_many
+
+    mu = 2e9
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Capacity(1e9, 1e-8, 3)
+        got = latency_tail_many(1e-9, np.array([mu + 1.0]), mu, np.array([2.0]))
+    assert got[0] == pytest.approx(latency_tail(1e-9, mu + 1.0, mu, 2), rel=1e-9)
 
 
 def test_unstable_queue_has_no_quantile() -> None:
