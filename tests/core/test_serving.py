@@ -75,7 +75,7 @@ def test_extreme_rates_give_no_numeric_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         got = latency_tail_many(1e-9, np.array([mu + 1.0]), mu, np.array([2.0]))
-    assert got[0] == pytest.approx(latency_tail(1e-9, mu + 1.0, mu, 2), rel=1e-9)
+    assert got[0] == pytest.approx(latency_tail(1e-9, mu + 1.0, mu, 2), rel=1e-6)
 
 
 def test_unstable_queue_has_no_quantile() -> None:
