@@ -60,7 +60,6 @@ class Trace:
     alloc: np.ndarray
     busy: np.ndarray
     train_gpus: np.ndarray
-    train_busy: np.ndarray
     replicas: np.ndarray
     lam: np.ndarray
     mu_eff: np.ndarray
@@ -361,7 +360,7 @@ class Run:
         sc, tr = self.sc, self.sc.training
         steps = len(sc.demand)
         dt = sc.step
-        series = {k: np.zeros(steps) for k in ("alloc", "busy", "tg", "tb", "rep", "mu")}
+        series = {k: np.zeros(steps) for k in ("alloc", "busy", "tg", "rep", "mu")}
         met = np.zeros(steps, bool)
         svc = sc.service
         mu = svc.mu
@@ -450,11 +449,6 @@ class Run:
             series["alloc"][i] = held
             series["busy"][i] = busy / dt
             series["tg"][i] = self.train_held
-            series["tb"][i] = (
-                busy_train + busy_shared - float((self.hosted[run] * rho * dt).sum())
-                if len(run)
-                else 0.0
-            ) / dt
             series["rep"][i] = c
             series["mu"][i] = mu_eff
         wait_now = np.where(self.status == WAITING, steps * dt - self.queued_at, 0.0)
@@ -462,7 +456,6 @@ class Run:
             alloc=series["alloc"],
             busy=series["busy"],
             train_gpus=series["tg"],
-            train_busy=series["tb"],
             replicas=series["rep"],
             lam=np.asarray(sc.demand, float),
             mu_eff=series["mu"],
