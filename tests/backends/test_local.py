@@ -34,6 +34,7 @@ from local_backend import (
 from suanli.backends import Backend, Handle, Launch, LocalBackend, Outcome
 from suanli.backends.base import (
     LOADER_VARIABLES,
+    Elastic,
     job_dir_name,
     loader_variables,
     merged_environment,
@@ -519,3 +520,55 @@ def test_good_new_launch_values_are_accepted() -> None:
     assert spec.run_as == (1000, 0)
     assert launch(command=("true",)).log_max_bytes == 64 << 20
     assert launch(command=("true",)).log_min_free_bytes == 1 << 30
+
+
+# --- elastic tasks -----------------------------------------------------------------------
+
+ELASTIC_TASK = """
+import json, os, signal, sys, time
+path = os.environ["SUANLI_ELASTIC_FILE"]
+print("env", os.environ["SUANLI_WORLD_SIZE"], os.environ["SUANLI_RANK"], flush=True)
+print("start", open(path).read().strip(), flush=True)
+time.sleep(float(sys.argv[1]))  # no handler yet: a SIGUSR1 now must wait, not end the task
+got = []
+signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
+child = os.fork()  # a process of the task without a handler: it must never get the signal
+if child == 0:
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    time.sleep(30)
+    os._exit(0)
+while True:
+    if got:
+        got.clear()
+        print("told", open(path).read().strip(), os.waitpid(child, os.WNOHANG)[0], flush=True)
+    time.sleep(0.02)
+"""
+
+
+def test_an_elastic_task_reads_its_file_and_is_told_once_it_catches_the_signal(
+    backend: LocalBackend,
+) -> None:
+    h = backend.launch(
+        launch("el", command=(*py(ELASTIC_TASK), "0.5"), elastic=(2, 1, 0), grace_s=1)
+    )
+    path = backend.elastic_file_for("el", 1, 0)
+    assert json.loads(path.read_text()) == {"world_size": 2, "rank": 1, "generation": 0}
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    wait_output(backend, h, "start")
+    backend.resize(h, Elastic(4, 3, 1))  # before its handler is there
+    assert backend.elastic(h) == Elastic(4, 3, 1)
+    wait_output(backend, h, 'told {"generation": 1, "rank": 3, "world_size": 4} 0')
+    out = stdout_of(backend, h)
+    assert "env 2 1" in out and out.count("told") == 1
+    assert [x.name for x in path.parent.iterdir()] == ["0.json"]  # no temporary file left
+    backend.stop(h, Outcome.CANCELLED)
+    assert wait_exit(backend, h).outcome is Outcome.CANCELLED
+    backend.resize(h, Elastic(2, 1, 2))  # ended: left alone
+    assert backend.elastic(h) == Elastic(4, 3, 1)
+
+
+def test_an_elastic_launch_refuses_sigusr1_as_its_stop_signal() -> None:
+    with pytest.raises(ValueError, match="stop_signal"):
+        launch("el", command=("true",), elastic=(1, 0, 0), stop_signal="SIGUSR1")
+    with pytest.raises(ValueError, match="elastic"):
+        launch("el", command=("true",), elastic=(2, 2, 0))

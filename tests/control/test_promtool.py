@@ -68,6 +68,9 @@ def populated() -> ControlMetrics:
     # The idle watch's flags (``suanli.control.reclaim``): one idle job, one busy.
     m.set_job_idle({"7": Flag("vision", "vision", True), "9": Flag("stranger", "nlp", False)})
     m.preempted("vision", "idle")
+    # Elastic jobs resized (``suanli.control.resize``): one of each tenant.
+    m.resized("vision", "vision", "grow")
+    m.resized("nlp", "nlp", "shrink")
     return m
 
 
@@ -82,6 +85,10 @@ def test_promtool_accepts_the_exposition(queues: Collection[str] | None) -> None
         )
         assert 'job="9"' not in text
         assert 'suanli_job_gpu_idle{job="7",queue="vision",tenant="vision"} 1.0' in text
+        assert (
+            'suanli_job_resizes_total{direction="grow",queue="vision",tenant="vision"} 1.0' in text
+        )
+        assert 'tenant="nlp"' not in text
     if queues is None:  # the full view really has every metric, each with samples
         families = {f.name: f for f in text_string_to_metric_families(body.decode())}
         registered = {f.name for f in m.registry.collect()}

@@ -32,7 +32,14 @@ SUANLI_VARIABLES: tuple[str, ...] = (
     "SUANLI_GPU_MILLI",
     "SUANLI_GPU_MEMORY_MIB",
     "SUANLI_CHECKPOINT_DIR",
+    "SUANLI_ELASTIC_FILE",
+    "SUANLI_WORLD_SIZE",
+    "SUANLI_RANK",
 )
+
+RESIZE_SIGNAL = signal.SIGUSR1
+"""Sent to a surviving task of an elastic job once its elastic file says its new world size
+and rank (docs/serve.md, "Elastic jobs"); a job's stop signal is never this one."""
 
 # Variables that make the dynamic loader or the C library load or run other code, or change
 # how shared libraries are found and bound: glibc's list of variables it removes for setuid
@@ -146,7 +153,9 @@ class Launch:
     is kept per stream); while the filesystem of the logs has less than
     ``log_min_free_bytes`` free, output is dropped (and counted) instead of written.
     ``allowed_env`` names the loader variables (:data:`LOADER_VARIABLES`) the user's ``env``
-    may set; others are dropped from the task's environment.
+    may set; others are dropped from the task's environment. ``elastic`` is, for a task of
+    an elastic job, ``(world_size, rank, generation)``: what its elastic file says when it
+    starts (see :class:`Elastic`).
     """
 
     job_id: str
@@ -166,6 +175,7 @@ class Launch:
     log_max_bytes: int = DEFAULT_LOG_MAX_BYTES
     log_min_free_bytes: int = DEFAULT_LOG_MIN_FREE_BYTES
     allowed_env: frozenset[str] = frozenset()
+    elastic: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         validate_launch(self)
@@ -266,6 +276,48 @@ def validate_launch(spec: Launch) -> None:
         _no_nul("allowed_env", name)
         if not name or "=" in name:
             raise ValueError(f"allowed_env: invalid variable name {name!r}")
+    if spec.elastic is not None:
+        Elastic.of(spec.elastic)
+        if signal_number(spec.stop_signal) == RESIZE_SIGNAL:
+            raise ValueError(
+                f"stop_signal: {spec.stop_signal} tells an elastic task it was resized"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Elastic:
+    """What a task of an elastic job is told in its elastic file (``SUANLI_ELASTIC_FILE``):
+    how many tasks its job runs on now, its rank among them (0-based) and the generation of
+    the job's layout (0 at the attempt's start, one more with each resize)."""
+
+    world_size: int
+    rank: int
+    generation: int
+
+    @classmethod
+    def of(cls, value: tuple[int, int, int]) -> Elastic:
+        if not isinstance(value, tuple) or len(value) != 3 or not all(map(_is_int, value)):
+            raise ValueError(f"elastic: (world_size, rank, generation) integers, got {value!r}")
+        world, rank, gen = value
+        if not (world >= 1 and 0 <= rank < world and gen >= 0):
+            raise ValueError(
+                f"elastic: need world_size >= 1, 0 <= rank < world_size and generation >= 0, "
+                f"got {value!r}"
+            )
+        return cls(world, rank, gen)
+
+    def to_json(self) -> dict[str, int]:
+        return {"world_size": self.world_size, "rank": self.rank, "generation": self.generation}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> Elastic | None:
+        """The file's content, or None if it is not one (missing, or written by hand)."""
+        if not isinstance(d, Mapping):
+            return None
+        try:
+            return cls.of((d["world_size"], d["rank"], d["generation"]))
+        except (KeyError, ValueError):
+            return None
 
 
 def task_environment(spec: Launch) -> dict[str, str]:
@@ -292,6 +344,9 @@ def task_environment(spec: Launch) -> dict[str, str]:
         env["SUANLI_GPU_MEMORY_MIB"] = str(spec.gpu_memory_mib)
     if spec.checkpoint_dir is not None:
         env["SUANLI_CHECKPOINT_DIR"] = spec.checkpoint_dir
+    if spec.elastic is not None:
+        env["SUANLI_WORLD_SIZE"] = str(spec.elastic[0])
+        env["SUANLI_RANK"] = str(spec.elastic[1])
     return env
 
 
@@ -446,4 +501,14 @@ class Backend(Protocol):
     def release(self, job_id: str, attempt: int) -> None:
         """Every task of the attempt has ended and its end is recorded: free what the backend
         kept for it (its scratch directories). Its logs stay."""
+        ...
+
+    def resize(self, handle: Handle, told: Elastic) -> None:
+        """Tell a running task of an elastic job its new layout: rewrite its elastic file
+        atomically (a reader sees the old one or the new one), then send it
+        :data:`RESIZE_SIGNAL`. A task that has ended is left alone."""
+        ...
+
+    def elastic(self, handle: Handle) -> Elastic | None:
+        """What the task's elastic file says now (None: it has none)."""
         ...

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from suanli.backends.base import (
     STOP_OUTCOMES,
+    Elastic,
     Exit,
     Handle,
     Launch,
@@ -90,6 +91,8 @@ class FakeBackend:
         self._world: dict[tuple[str, int, int], _FakeTask] = {}
         self._tracked: dict[tuple[str, int, int], None] = {}  # insertion-ordered set
         self._next_pid = 1
+        self.files: dict[tuple[str, int, int], Elastic] = {}  # each elastic task's file
+        self.resized: list[tuple[tuple[str, int, int], Elastic]] = []  # resizes told, in order
 
     def launch(self, spec: Launch) -> Handle:
         task_environment(spec)  # same validation as the real backends
@@ -104,7 +107,20 @@ class FakeBackend:
         self._world[key] = _FakeTask(spec, handle, self._clock(), runtime_s)
         self._tracked[key] = None
         self.launched.append(spec)
+        if spec.elastic is not None:
+            self.files[key] = Elastic.of(spec.elastic)
         return handle
+
+    def resize(self, handle: Handle, told: Elastic) -> None:
+        """Rewrite the task's elastic file (and "signal" it); no-op if it has ended."""
+        task = self._world.get(handle.key)
+        if task is None or task.handle != handle or task.exit_at(self._clock()) is not None:
+            return
+        self.files[handle.key] = told
+        self.resized.append((handle.key, told))
+
+    def elastic(self, handle: Handle) -> Elastic | None:
+        return self.files.get(handle.key)
 
     def poll(self) -> list[Exit]:
         """Tasks that have ended by ``clock()``, ordered by (finished_at, job_id, task)."""

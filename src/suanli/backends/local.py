@@ -14,7 +14,15 @@ parent), so whatever a task writes or reads relative to its working directory is
 from the database and the other tasks' files. ``<instance>`` is a random id kept in
 ``root/@scratch-id``: job ids restart when a state directory is made anew, and two servers
 may share a scratch root, so without it a task could be handed another run's directory.
-The scratch directories are not removed by the backend.
+The scratch directories are removed when the attempt is released.
+
+A task of an elastic job (``Launch.elastic``) has an elastic file,
+``scratch/<instance>/<job_id>/<attempt>/elastic/<task>.json`` (``SUANLI_ELASTIC_FILE``),
+whatever its working directory: the server's, 0644 in directories of mode 0711, so the
+task's user reads it and nobody else writes it; written before the task starts and
+rewritten atomically (a temporary file renamed over it) by :meth:`LocalBackend.resize`,
+which then sends ``SIGUSR1`` to the task's shim; the shim passes it on to the task's
+processes that catch it, once one does.
 
 The shim (:mod:`suanli.backends.shim`) leads its own session and process group, so the
 task keeps running, keeps its runtime limit and still leaves an exit file while the control
@@ -25,6 +33,7 @@ Linux only: process identity (pid plus start time) and liveness are read from ``
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import secrets
@@ -44,8 +53,10 @@ from typing import Any
 from suanli.backends.base import (
     IDENTITY_VARIABLES,
     LOADER_VARIABLES,
+    RESIZE_SIGNAL,
     STOP_OUTCOMES,
     SUANLI_VARIABLES,
+    Elastic,
     Exit,
     Handle,
     Launch,
@@ -232,6 +243,45 @@ class LocalBackend:
         except OSError:
             pass
 
+    def elastic_file_for(self, job_id: str, attempt: int, task: int) -> Path:
+        """The elastic file of a task of an elastic job (see the module docstring)."""
+        attempt_dir = self.scratch / self.scratch_id / job_dir_name(job_id) / str(attempt)
+        return attempt_dir / "elastic" / f"{task}.json"
+
+    def _write_elastic(self, path: Path, told: Elastic) -> None:
+        """Write ``path`` atomically, 0644, making its directories (0711) as needed."""
+        for level in (path.parents[3], path.parents[2], path.parents[1], path.parent):
+            try:
+                os.mkdir(level, 0o711)
+            except FileExistsError:
+                continue
+            os.chmod(level, 0o711)  # whatever the umask
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.fchmod(fd, 0o644)
+            os.write(fd, json.dumps(told.to_json(), sort_keys=True).encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def resize(self, handle: Handle, told: Elastic) -> None:
+        """Rewrite the task's elastic file, then send ``SIGUSR1`` to its shim, which passes
+        it on to the task's processes (``Backend.resize``). A task that has ended, or that is
+        being stopped, is left alone."""
+        run_dir = Path(handle.run_dir)
+        if (run_dir / EXIT_FILE).exists() or (run_dir / STOP_FILE).exists():
+            return
+        if not process_alive(handle.pid, handle.start_ticks):
+            return
+        self._write_elastic(self.elastic_file_for(*handle.key), told)
+        _kill(handle.pid, RESIZE_SIGNAL)
+
+    def elastic(self, handle: Handle) -> Elastic | None:
+        """What the task's elastic file says now (None: it has none)."""
+        return Elastic.from_json(read_json(self.elastic_file_for(*handle.key)))
+
     def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
         """The handle written when the task was launched, if it was (see ``Backend.find``).
 
@@ -292,6 +342,8 @@ class LocalBackend:
             env = {**identity_environment(spec.run_as[0]), **env}
         key = (spec.job_id, spec.attempt, spec.task)
         run_dir = self.run_dir_for(*key)
+        if spec.elastic is not None:
+            env["SUANLI_ELASTIC_FILE"] = str(self.elastic_file_for(*key))
         with self._lock:
             if key in self._tasks:
                 raise FileExistsError(f"task {key} is already running")
@@ -334,6 +386,7 @@ class LocalBackend:
                 "max_runtime_s": spec.max_runtime_s,
                 "stop_signal": spec.stop_signal,
                 "grace_s": spec.grace_s,
+                "elastic": spec.elastic is not None,
                 "log_max_bytes": spec.log_max_bytes,
                 "log_min_free_bytes": spec.log_min_free_bytes,
                 "created_at": time.time(),
@@ -341,6 +394,8 @@ class LocalBackend:
         )
         for log in (STDOUT_LOG, STDERR_LOG):  # exist from the start, so readers can tail them
             os.close(os.open(run_dir / log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        if spec.elastic is not None:  # there before the task starts, as its env says
+            self._write_elastic(self.elastic_file_for(*key), Elastic.of(spec.elastic))
         # The shim starts with the signals it handles blocked and unblocks them once its
         # handlers are in place, so a stop that comes while it starts up is not lost.
         blocked = set(FORWARDED)

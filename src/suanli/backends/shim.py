@@ -17,7 +17,10 @@ shim leads the task's process group and outlives the control plane. The shim
 * enforces the max runtime itself (stop signal, then SIGKILL after the grace period), so the
   limit holds while the control plane is down;
 * passes signals it receives on to the rest of the group, so signalling the shim alone stops
-  the task; a stop requested by the backend (``stop.json`` present) is sent to the whole group
+  the task; for a task of an elastic job (``elastic`` in the spec), ``SIGUSR1`` (a resize:
+  its elastic file was rewritten) goes only to the task's processes that catch it (their
+  ``SigCgt`` in ``/proc/<pid>/status``), and waits until one does: its default action
+  would end a process that has not installed its handler yet; a stop requested by the backend (``stop.json`` present) is sent to the whole group
   by the backend and is not passed on again, so the task sees it once; after such a stop it
   also SIGKILLs the group when the grace period ends;
 * reaps the child, SIGKILLs any processes left in the group (a task's processes end with it),
@@ -71,6 +74,10 @@ PIPE_SIZE = 1 << 20
 FREE_CHECK_S = 0.25
 FREE_CHECK_BYTES = 1 << 20
 
+# What tells a task of an elastic job that its elastic file changed (``base.RESIZE_SIGNAL``),
+# and how often a pending one is retried while no process of the task catches it yet.
+RESIZE = signal.SIGUSR1
+RESIZE_RETRY_S = 0.05
 # Signals the shim catches and passes on to the task.
 FORWARDED = (
     signal.SIGTERM,
@@ -140,6 +147,18 @@ def process_alive(pid: int, start_ticks: int) -> bool:
     """True if ``pid`` is a live (not zombie) process that started at ``start_ticks``."""
     stat = proc_stat(pid)
     return stat is not None and stat[2] == start_ticks and stat[0] not in ("Z", "X", "x")
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (its ``SigCgt`` mask)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def group_members(pgid: int) -> list[int]:
@@ -325,6 +344,8 @@ class _Shim:
         self.stop_handled = False
         self.streams: list[_LogStream] = []
         self.drain_timed_out = False
+        self.elastic = False
+        self.resize_pending = False  # a SIGUSR1 no process of the task catches yet
 
     # --- signals -------------------------------------------------------------------------
 
@@ -390,6 +411,9 @@ class _Shim:
             sig = self.pending.pop(0)
             if sig == signal.SIGCHLD:
                 continue
+            if sig == RESIZE and self.elastic:
+                self.resize_pending = True
+                continue
             stop = self._backend_stop()
             if stop is not None and stop.get("signal") == sig:
                 # The backend sent this to the whole group: the task has it already.
@@ -400,6 +424,20 @@ class _Shim:
             self._signal_others(sig)
             if sig in TERMINATING or sig == stop_sig:
                 self._arm_kill(grace_s)
+
+    def _deliver_resize(self) -> None:
+        """Send the pending ``SIGUSR1`` to the task's processes that catch it (none: later)."""
+        child = self.child.pid if self.child is not None and self.child.returncode is None else None
+        targets = {pid for pid in group_members(self.pgid) if pid != os.getpid()}
+        if child is not None:
+            targets.add(child)
+        for pid in sorted(targets):
+            if catches(pid, RESIZE):
+                try:
+                    os.kill(pid, RESIZE)
+                except OSError:
+                    continue
+                self.resize_pending = False
 
     # --- main ----------------------------------------------------------------------------
 
@@ -455,6 +493,7 @@ class _Shim:
             return 1
         stop_sig = int(signal.Signals[spec["stop_signal"]])
         grace_s = float(spec["grace_s"])
+        self.elastic = bool(spec.get("elastic"))
         max_runtime = spec.get("max_runtime_s")
         wake_fd = self._install_handlers(stop_sig)
 
@@ -540,6 +579,8 @@ class _Shim:
             if pid == child.pid:
                 break
             self._handle_signals(stop_sig, grace_s)
+            if self.resize_pending:
+                self._deliver_resize()
             now = time.monotonic()
             if (
                 runtime_deadline is not None
@@ -558,6 +599,8 @@ class _Shim:
             if self.killed and self.kill_at in deadlines:
                 deadlines.remove(self.kill_at)
             timeout = min([30.0] + [max(0.0, d - now) for d in deadlines])
+            if self.resize_pending:
+                timeout = min(timeout, RESIZE_RETRY_S)
             readers = [stream.fd for stream in self.streams if stream.fd is not None]
             try:
                 ready, _, _ = select.select([wake_fd, *readers], [], [], timeout)

@@ -39,6 +39,10 @@ below it for ``--idle-window`` is warned in its history and, ``--idle-grace`` la
 idle and with a job waiting, reclaimed by ``--idle-action`` (``suanli.control.reclaim``);
 online jobs and those labelled ``interactive`` or ``debugging`` never are.
 
+Elastic jobs (``min_workers < max_workers``) grow into idle GPUs and shrink for jobs that
+wait (``suanli.control.resize``); a resize costs such a job ``--resize-cost`` (default 30 s),
+so it grows only where that saves more.
+
 The server logs to ``STATE/serve.log`` (``--log -``: standard error) and prints one line
 when it is ready: the API answers and the scheduler has recovered its state. If the
 scheduler loop stops, ``/healthz`` answers 503 and the process exits with status 1, so that a
@@ -262,6 +266,14 @@ def serve_command(
             help="Step of online services' demand history: each is resized once a step.",
         ),
     ] = 10.0,
+    resize_cost: Annotated[
+        str,
+        typer.Option(
+            "--resize-cost",
+            metavar="DURATION",
+            help="What a resize costs an elastic job: it grows only where that saves more.",
+        ),
+    ] = "30s",
     log: Annotated[
         str | None,
         typer.Option(
@@ -322,6 +334,10 @@ def serve_command(
         fail(f"--service-step: must be at least 0.05 seconds, got {service_step}")
     if util_max_samples < 0:
         fail(f"--util-max-samples: must be >= 0 (0: no cap), got {util_max_samples}")
+    try:
+        resize_cost_s = parse_duration(resize_cost, "--resize-cost")
+    except SpecError as e:
+        fail(str(e))
     state = state_dir or default_state_dir()
     with user_errors():
         server = build_server(
@@ -350,6 +366,7 @@ def serve_command(
             util_max_samples=util_max_samples or None,
             service_step=service_step,
             idle=idle,
+            resize_cost=resize_cost_s,
         )
     log_target = log if log is not None else str(server.state / LOG_FILE)
     fmt = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -465,6 +482,7 @@ def build_server(
     util_reader: GpuUseReader | None = None,
     service_step: float = 10.0,
     idle: IdlePolicy | None = None,
+    resize_cost: float = 30.0,  # suanli.core.elastic.DEFAULT_RESIZE_COST
 ) -> Server:
     """Open the store, take the inventory, and build the controller, backend and API.
 
@@ -539,6 +557,7 @@ def build_server(
         reconcile_interval_s=reconcile_interval,
         service_step_s=service_step,
         idle=idle,
+        resize_cost_s=resize_cost,
     )
     if db is None:
         store = open_store(_private_sqlite(state / DB_FILE))

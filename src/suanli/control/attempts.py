@@ -10,11 +10,13 @@ seconds into the store's epoch milliseconds; ``one_line`` a text into a reason;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from suanli.backends.base import Exit, Handle, Outcome
 from suanli.control.spec import JobSpec
 from suanli.core.decisions import JobPlacement
 from suanli.core.model import Job
+from suanli.core.view import TaskPlacement
 from suanli.store import jobs as js
 
 
@@ -36,15 +38,38 @@ class LiveAttempt:
     """The exit of the task whose failure stopped the gang (None otherwise)."""
     started_at: float | None = None
     """When its tasks were launched (None: not yet)."""
+    slots: list[int] = field(default_factory=list)
+    """The task number of each task of ``placement``, by rank: ``0..n-1`` until an elastic
+    job is resized; a task added later gets the next number never used in the attempt
+    (its run directory is its own)."""
+    joined_ms: dict[int, int] = field(default_factory=dict)
+    """Tasks added by a resize (task number -> when), for the stored placement."""
+    left: list[dict[str, Any]] = field(default_factory=list)
+    """The stored placement entries of tasks a resize removed (with ``until_ms``)."""
+    retiring: dict[int, TaskPlacement] = field(default_factory=dict)
+    """Tasks a shrink is stopping (task number -> what they held): their GPUs drain, and
+    the survivors are told their new layout once none is left."""
+    generation: int = 0
+    """An elastic attempt's layout: 0 at its start, one more with each resize (what its
+    tasks' elastic files say once told)."""
+
+    def __post_init__(self) -> None:
+        if not self.slots:
+            self.slots = list(range(len(self.placement.tasks)))
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.job.id, self.attempt)
 
+    @property
+    def next_slot(self) -> int:
+        used = [*self.slots, *self.retiring, *(int(e["task"]) for e in self.left)]
+        return max(used, default=-1) + 1
+
     def ended_at(self, now: float) -> float:
         """When the attempt ended: its last task's recorded exit, within [start, now]."""
-        recorded = [x.finished_at for x in self.exits.values()]
-        if not recorded or len(recorded) < len(self.placement.tasks):
+        recorded = [self.exits[s].finished_at for s in self.slots if s in self.exits]
+        if not recorded or len(recorded) < len(self.slots):
             return now
         return max(self.started_at or 0.0, min(now, max(recorded)))
 

@@ -10,8 +10,10 @@ than a per-user limit) is refused at submission with the reason the simulator gi
 1. polls the backend: tasks that ended (an attempt is over when all its tasks are);
 2. sizes the online services and submits or cancels their replicas
    (``suanli.control.services``); reads new submissions and cancel requests from the store;
-3. runs one cycle of the core at the current time and applies its decisions;
+3. shrinks elastic jobs for a job that waits for GPUs (``suanli.control.resize``), then
+   runs one cycle of the core at the current time and applies its decisions;
 4. starts attempts whose GPUs are free (a preemptor waits for its victims' processes);
+   grows elastic jobs into idle GPUs when no job waits for them;
    with idle detection on, feeds the sampled utilisation to the idle watch and reclaims
    jobs idle past their grace once a job waits (``suanli.control.reclaim``);
 5. writes pending reasons, and meters ended attempts into the ledger.
@@ -57,7 +59,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from suanli.backends.base import Backend, Exit, Launch, Outcome
+from suanli.backends.base import Backend, Exit, Outcome
 from suanli.config.tenancy import TenancyConfig
 from suanli.control.attempts import Health, LiveAttempt, job_of, one_line, to_ms
 from suanli.control.crash import crash_point
@@ -65,6 +67,7 @@ from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
 from suanli.control.reclaim import IdleWatch
 from suanli.control.repair import Repair
+from suanli.control.resize import Resizer
 from suanli.control.services import ServiceKeeper
 from suanli.control.spec import JobSpec
 from suanli.core.budget import BudgetBook
@@ -79,6 +82,7 @@ from suanli.core.decisions import (
     Skip,
     apply,
 )
+from suanli.core.elastic import DEFAULT_RESIZE_COST
 from suanli.core.idle import IdlePolicy
 from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.core.preemption import PreemptionConfig
@@ -126,6 +130,8 @@ class ControlConfig:
     service_step_s: float = 10.0
     """The step of each online service's demand history: its autoscaler is asked once a
     step (``suanli.control.services``)."""
+    resize_cost_s: float = DEFAULT_RESIZE_COST
+    """Seconds an elastic job loses to a resize: it grows only where that saves more."""
 
     @property
     def setting(self) -> Setting:
@@ -136,7 +142,7 @@ class ControlConfig:
         return Setting(t.tenancy, t.priority_classes, self.preemption, dict(t.admission))
 
 
-class Controller(Repair):
+class Controller(Repair, Resizer):
     """See the module docstring. Not thread-safe: one thread calls ``recover`` and ``step``
     (``run`` does both)."""
 
@@ -219,11 +225,13 @@ class Controller(Repair):
         except Exception:  # noqa: BLE001 - sizing services must not stop scheduling
             log.exception("services: sizing pass failed; scheduling goes on")
         self._ingest(now)
+        self._shrink_for_waiting(now)  # before the cycle: a shrink comes before a preemption
         decisions: list[Decision] = []
         if len(self.sched):
             decisions = self.sched.cycle(self.rng, now)
             self._apply(decisions, now)
         self._launch_ready(now)
+        self._grow_into_idle(now)
         if self.idle is not None:
             self._watch_idle(now)
         self._write_reasons(now)
@@ -399,9 +407,11 @@ class Controller(Repair):
                 conn, live.job.id, "pending", to_ms(now), reason=why, event="preempted"
             )
         # As the simulator: the victim is requeued at once; its resources were released
-        # in the view by the cycle itself.
-        self.sched.submit(d.job, now, requeued=True)
-        self._requeued(live, d.job)
+        # in the view by the cycle itself. An elastic job is requeued at the size it asked
+        # (the core held it at the size it ran on).
+        job = replace(d.job, tasks=live.job.tasks, gang_min=live.job.gang_min)
+        self.sched.submit(job, now, requeued=True)
+        self._requeued(live, job)
         if self.metrics is not None:
             self.metrics.preempted(d.job.queue, d.kind)
         live.why_stopping = Outcome.PREEMPTED
@@ -445,11 +455,19 @@ class Controller(Repair):
         """Stop an idle attempt as a preemption does (its stop signal, its grace, then the
         kill) and requeue its job behind the jobs waiting now; its next attempt finds its
         checkpoint directory as it left it. The cycle did not evict it, so its resources
-        are released in the scheduler here."""
+        are released in the scheduler here. With the ``shrink`` action, an elastic job above
+        its minimum is shrunk to it instead (``suanli.control.resize``)."""
         if live.key not in self.live or live.state != "running":
             return
         p = self.config.idle
         assert p is not None
+        least = live.spec.workers.min_workers
+        if p.action == "shrink" and self._resizable(live) and len(live.slots) > least:
+            # An elastic job gives back all but its minimum and goes on (one already at its
+            # minimum is preempted below, as a job that is not elastic).
+            self._shrink(live, least, f"its GPUs were idle (duty below {p.threshold:.3g} for "
+                         f"{p.window:g} s and {p.grace:g} s after the warning)", now)  # fmt: skip
+            return
         why = (f"reclaimed: its GPUs were idle (duty below {p.threshold:.3g} for "
                f"{p.window:g} s and {p.grace:g} s after the warning)")  # fmt: skip
         with self.store.begin() as conn:
@@ -475,7 +493,7 @@ class Controller(Repair):
                 self.draining.setdefault((tp.node, g), set()).add(live.key)
 
     def _undrain(self, live: LiveAttempt) -> None:
-        for tp in live.placement.tasks:
+        for tp in (*live.placement.tasks, *live.retiring.values()):
             for g in tp.gpus:
                 holders = self.draining.get((tp.node, g))
                 if holders is not None:
@@ -505,37 +523,13 @@ class Controller(Repair):
         return any(self.draining.get((tp.node, g)) for tp in live.placement.tasks for g in tp.gpus)
 
     def _launch(self, live: LiveAttempt, now: float) -> None:
-        spec = live.spec
-        config = self.config
-        run_as = config.run_as(live.job.tenant)
         try:
-            for i, tp in enumerate(live.placement.tasks):
-                if i in live.handles:
+            for i, slot in enumerate(live.slots):
+                if slot in live.handles:
                     continue  # launched before a restart and adopted (_unrecorded_launch)
                 if i:
                     crash_point("launch-partial")
-                fractional = 0 < tp.gpu_milli < 1000
-                live.handles[i] = self.backend.launch(
-                    Launch(
-                        job_id=live.job.id,
-                        attempt=live.attempt,
-                        task=i,
-                        command=tuple(spec.command),
-                        env=tuple(sorted(spec.env.items())),
-                        cwd=spec.workdir,
-                        gpus=tp.gpus,
-                        gpu_milli=tp.gpu_milli if fractional else 0,
-                        gpu_memory_mib=tp.gpu_memory_mib if fractional else 0,
-                        checkpoint_dir=spec.checkpoint_dir,
-                        max_runtime_s=spec.max_runtime,
-                        stop_signal=spec.stop_signal,
-                        grace_s=spec.grace,
-                        run_as=run_as,
-                        allowed_env=config.allowed_env,
-                        log_max_bytes=config.log_max_bytes,
-                        log_min_free_bytes=config.log_min_free_bytes,
-                    )
-                )
+                live.handles[slot] = self.backend.launch(self._launch_spec(live, slot))
         except Exception as e:  # noqa: BLE001 - any launch failure fails the attempt alone
             log.error("job %s: launch failed: %s", live.job.id, e)
             text = one_line(f"launch failed: {type(e).__name__}: {e}")
@@ -568,8 +562,14 @@ class Controller(Repair):
         live = self.live.get((e.handle.job_id, e.handle.attempt))
         if live is None or e.handle.task in live.exits:
             return
+        if e.handle.task in live.retiring:
+            # Removed by a shrink, stopped as asked: the resize's end, not the job's.
+            self._retire(live, e.handle.task, now)
+            if not live.retiring and all(s in live.exits for s in live.slots):
+                self._attempt_over(live, now)  # the others had ended meanwhile
+            return
         live.exits[e.handle.task] = e
-        done = len(live.exits) >= len(live.placement.tasks)
+        done = all(s in live.exits for s in live.slots) and not live.retiring
         if not done and e.outcome is not Outcome.SUCCEEDED and live.state != "stopping":
             # A gang stands or falls together: stop the other tasks.
             live.cause = e

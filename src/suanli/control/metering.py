@@ -2,7 +2,9 @@
 
 An attempt is metered once it has ended: from the moment its tasks started to the moment the
 last one ended, holding what its placement held (GPU shares per model, CPU, memory), owned by
-``<tenant>/<user>`` in the job's queue and class. The records are cut at multiples of the
+``<tenant>/<user>`` in the job's queue and class. An elastic job's attempt that was resized
+is metered in segments, cut where a task joined (``from_ms``) or left (``until_ms``): each
+segment holds what its tasks held then (``attempt_usages``). The records are cut at multiples of the
 metering interval (``usage.usage_records``), so their keys are fixed by the attempt alone:
 writing them again (after a crash between the ledger write and the ``metered`` flag, say)
 changes nothing. Usage, charges and the flag go in one transaction.
@@ -44,13 +46,57 @@ def attempt_usage(
     models: dict[str, str | None],
     gpu_util: float | None = None,
 ) -> Attempt:
-    """The metering view of attempt ``a`` of job ``rec``; ``models`` maps node names to
-    their GPU model; ``gpu_util`` the attempt's sampled mean GPU utilisation (0 to 1), if
-    any."""
+    """The metering view of attempt ``a`` of job ``rec``, never resized; ``models`` maps
+    node names to their GPU model; ``gpu_util`` the attempt's sampled mean GPU utilisation
+    (0 to 1), if any."""
     assert a.started_ms is not None and a.ended_ms is not None
+    return _segment(rec, a, a.placement, a.started_ms, max(a.ended_ms, a.started_ms), cluster,
+                    models, gpu_util)  # fmt: skip
+
+
+def attempt_usages(
+    rec: js.JobRecord,
+    a: js.AttemptRecord,
+    cluster: str,
+    models: dict[str, str | None],
+    gpu_util: float | None = None,
+) -> list[Attempt]:
+    """The metering view of attempt ``a``, one ``Attempt`` per span of time in which the
+    same tasks ran (one in all for an attempt never resized): the boundaries are its start,
+    its end and each task's ``from_ms`` and ``until_ms`` between them."""
+    assert a.started_ms is not None and a.ended_ms is not None
+    start, end = a.started_ms, max(a.ended_ms, a.started_ms)
+    cuts = {start, end}
+    for t in a.placement:
+        for k in ("from_ms", "until_ms"):
+            if t.get(k) is not None and start < int(t[k]) < end:
+                cuts.add(int(t[k]))
+    times = sorted(cuts)
+    if len(times) == 1:
+        return [_segment(rec, a, a.placement, start, end, cluster, models, gpu_util)]
+    out = []
+    for s, e in zip(times, times[1:], strict=False):
+        held = [
+            t for t in a.placement
+            if int(t.get("from_ms") or start) <= s and int(t.get("until_ms") or end) >= e
+        ]  # fmt: skip
+        out.append(_segment(rec, a, held, s, e, cluster, models, gpu_util))
+    return out
+
+
+def _segment(
+    rec: js.JobRecord,
+    a: js.AttemptRecord,
+    placement: list[dict[str, Any]],
+    start_ms: int,
+    end_ms: int,
+    cluster: str,
+    models: dict[str, str | None],
+    gpu_util: float | None,
+) -> Attempt:
     gpu: dict[str, int] = {}
     cpu = memory = 0
-    for t in a.placement:
+    for t in placement:
         model = models.get(t["node"])
         if model is not None and t["gpus"]:
             gpu[model] = gpu.get(model, 0) + t["gpu_milli"] * len(t["gpus"])
@@ -59,8 +105,8 @@ def attempt_usage(
     return Attempt(
         job_id=rec.id,
         attempt=a.attempt,
-        start_ms=a.started_ms,
-        end_ms=max(a.ended_ms, a.started_ms),
+        start_ms=start_ms,
+        end_ms=end_ms,
         org=f"{rec.tenant}/{rec.user}",
         queue=rec.queue,
         priority_class=rec.priority_class,
@@ -86,8 +132,8 @@ def meter_attempt(
     at = datetime.fromtimestamp(now_s if now_s is not None else (a.ended_ms or 0) / 1000, UTC)
     with store.begin() as conn:
         util = sampled_util(conn, a.job_id, a.attempt)
-        att = attempt_usage(rec, a, config.cluster.name, models, util)
-        records = list(usage_records([att], config.meter_interval_ms))
+        att = attempt_usages(rec, a, config.cluster.name, models, util)
+        records = list(usage_records(att, config.meter_interval_ms))
         new = record_usage(conn, records)
         if config.prices is not None:
             post_charges(conn, rate(records, config.prices), at, LEDGER_BATCH)
@@ -105,8 +151,8 @@ def recomputed_usage(store: Store, config: ControlConfig) -> list[UsageRecord]:
             for a in js.job_attempts(conn, rec.id):
                 if a.state == "ended" and a.started_ms is not None:
                     util = sampled_util(conn, a.job_id, a.attempt)
-                    att = attempt_usage(rec, a, config.cluster.name, models, util)
-                    out.extend(usage_records([att], config.meter_interval_ms))
+                    att = attempt_usages(rec, a, config.cluster.name, models, util)
+                    out.extend(usage_records(att, config.meter_interval_ms))
     return out
 
 

@@ -28,7 +28,9 @@ Metrics:
   ``suanli_job_gpu_idle{job,queue,tenant}``: 1 for a running job whose GPUs have been idle
   for the whole idle window (``suanli.control.reclaim``), 0 for one that is not (only with
   idle detection on);
-  ``suanli_gpu_sampling_errors_total{stage}``: sampling passes that failed.
+  ``suanli_gpu_sampling_errors_total{stage}``: sampling passes that failed;
+- ``suanli_job_resizes_total{queue,tenant,direction}``: resizes of elastic jobs
+  (``suanli.control.resize``), ``grow`` or ``shrink``.
 
 Bounded labels. Every label takes a bounded set of values, whatever users send:
 
@@ -47,7 +49,9 @@ Bounded labels. Every label takes a bounded set of values, whatever users send:
   jobs at a time (those first in submission order; the rest are left out of the per-job
   gauges and counted in ``suanli_gpu_sampled_jobs`` only); a job's series are removed when
   it stops running;
-- ``stage``: ``read``, ``store`` or ``pass``, else ``other``.
+- ``stage``: ``read``, ``store`` or ``pass``, else ``other``;
+- ``direction``: ``grow`` or ``shrink``, else ``other``; the resize counter's ``tenant``: the
+  first ``max_queues`` distinct tenants seen, else ``_other`` (shown to no tenant).
 
 Tenant views. ``render(queues)`` with a set of queue names is what a plain user's token may
 read. The rule:
@@ -58,7 +62,7 @@ read. The rule:
 - metrics of the shared hardware and of the scheduler itself are shown whole: GPU capacity
   and allocation by model, per-GPU telemetry, the scheduling-cycle histogram. In a shared
   cluster these are what every tenant needs to judge its wait and are no tenant's secret;
-- metrics labelled by tenant (the per-job GPU gauges) show only the viewer's own tenant's
+- metrics labelled by tenant (the per-job GPU gauges, the resize counter) show only the viewer's own tenant's
   series, even in a queue it shares with other tenants;
 - everything else is hidden, in particular ``suanli_api_requests_total`` (every tenant's
   traffic by route and status). The list of shown metrics is an allow-list: a metric added
@@ -139,6 +143,7 @@ MAX_ROUTES = 256
 MAX_JOB_SERIES = 1000
 """Running jobs with per-job GPU series at one time (the rest are left out)."""
 SAMPLING_STAGES = frozenset({"read", "store", "pass"})
+RESIZES = frozenset({"grow", "shrink"})
 
 MIB = 1 << 20
 
@@ -196,6 +201,13 @@ class ControlMetrics:
             ["queue", "reason"],
             registry=r,
         )
+        self.resizes = Counter(
+            "suanli_job_resizes_total",
+            "Resizes of elastic jobs, by queue, tenant and direction (grow or shrink).",
+            ["queue", "tenant", "direction"],
+            registry=r,
+        )
+        self._tenants: set[str] = set()
         self.api_requests = Counter(
             "suanli_api_requests_total",
             "API requests, by method, route template and status code.",
@@ -271,6 +283,7 @@ class ControlMetrics:
             self.jobs,
             self.admissions,
             self.preemptions,
+            self.resizes,
             self.job_gpu_utilization,
             self.job_gpu_memory,
             self.job_gpu_idle,
@@ -419,6 +432,18 @@ class ControlMetrics:
         with self._lock:
             label = self._queue(queue)
         self.preemptions.labels(label, reason if reason in PREEMPTION_REASONS else OTHER).inc(n)
+
+    def resized(self, queue: str, tenant: str, direction: str) -> None:
+        """Count one resize of an elastic job of ``queue`` and ``tenant`` (``grow`` or
+        ``shrink``). Tenants past the first ``max_queues`` seen are counted under
+        :data:`OTHER_QUEUE`, which no tenant's view shows."""
+        with self._lock:
+            label = self._queue(queue)
+            if tenant not in self._tenants and len(self._tenants) < self._max_queues:
+                if QUEUE_NAME.fullmatch(tenant):
+                    self._tenants.add(tenant)
+            who = tenant if tenant in self._tenants else OTHER_QUEUE
+        self.resizes.labels(label, who, direction if direction in RESIZES else OTHER).inc()
 
     def request(self, method: str, route: str, status: int | str) -> None:
         """Count one API request (``route``: the route template, not the concrete path)."""

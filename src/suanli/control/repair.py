@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from suanli.backends.base import Exit, Handle, Outcome
@@ -109,6 +110,8 @@ class Repair:
                 elif live.state == "stopping" and live.key in self.live:
                     self._send_stop(live)
                     self._stopped_if_done(live, now)
+                elif live.state == "running" and live.spec.elastic:
+                    self._resume_resize(live, now)
         for rec in js.jobs_in(self.store, ["pending"]):
             self._submit(rec, now)
         self.last_seq = max([self.last_seq, *(r.seq for r in records.values())])
@@ -117,8 +120,16 @@ class Repair:
     def _restore_attempt(self: Controller, rec: js.JobRecord, a: js.AttemptRecord) -> list[Handle]:
         """Put back one live attempt of the store (see ``recover``); its handles to adopt."""
         spec, job = job_of(rec)
-        placement = self._placement_of(a.placement)
-        live = LiveAttempt(job, rec, spec, a.attempt, placement, a.state)
+        # An elastic job's attempt lists every task it ran: those a resize removed carry
+        # ``until_ms``, those it added ``from_ms`` (``suanli.control.resize``).
+        now_entries = [t for t in a.placement if t.get("until_ms") is None]
+        placement = self._placement_of(now_entries)
+        slots = [int(t["task"]) for t in now_entries]
+        live = LiveAttempt(job, rec, spec, a.attempt, placement, a.state, slots=slots)
+        live.joined_ms = {int(t["task"]): int(t["from_ms"]) for t in now_entries
+                          if t.get("from_ms") is not None}  # fmt: skip
+        live.left = [t for t in a.placement if t.get("until_ms") is not None]
+        left = {int(t["task"]): t for t in live.left}
         if a.started_ms is not None:
             live.started_at = a.started_ms / 1000
         if a.state == "stopping":
@@ -128,14 +139,19 @@ class Repair:
             # A preempted attempt was released in the scheduler when it was preempted;
             # any other still holds its placement there until it ends.
             self.sched.restore(
-                job,
+                replace(job, tasks=max(job.tasks, len(slots))),
                 placement,
                 (a.started_ms or a.admitted_ms) / 1000,
                 preempted_at=self._preempted_at(rec.id),
             )
         for handle in handles:
             live.handles[handle.task] = handle
+            if handle.task in left:  # a shrink's: it may still be stopping
+                live.retiring[handle.task] = self._placement_of([left[handle.task]]).tasks[0]
         self.live[live.key] = live
+        for tp in live.retiring.values():
+            for g in tp.gpus:
+                self.draining.setdefault((tp.node, g), set()).add(live.key)
         if a.state == "stopping" and live.why_stopping is Outcome.PREEMPTED:
             self._drain(live)
         return handles
@@ -162,7 +178,7 @@ class Repair:
         launched, and the attempt goes on: work already running is not thrown away."""
         found = {
             t: h
-            for t in range(len(live.placement.tasks))
+            for t in live.slots
             if (h := self.backend.find(live.job.id, live.attempt, t)) is not None
         }
         if not found:

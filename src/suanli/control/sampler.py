@@ -177,8 +177,8 @@ class UtilSampler:
         out: dict[int, dict[tuple[str, int], _Holder]] = {}
         for a in live:
             for t in a.placement:
-                if t.get("node") != self.node:
-                    continue
+                if t.get("node") != self.node or t.get("until_ms") is not None:
+                    continue  # another node's, or a task a resize removed
                 for gpu in t.get("gpus", ()):
                     by = out.setdefault(int(gpu), {})
                     h = by.get((a.job_id, a.attempt))

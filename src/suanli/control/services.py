@@ -99,6 +99,9 @@ def problems(req: ServiceRequest) -> list[tuple[str, str]]:
     r = req.replica
     if r.tasks != 1 or r.gang_min not in (0, 1):
         out.append(("replica.tasks", "a replica is one task (run more replicas instead)"))
+    if r.elastic:
+        out.append(("replica.max_workers", "a replica is one task, never elastic (the service "
+                                            "scales by replicas)"))  # fmt: skip
     if r.gpus > 1:
         out.append(("replica.gpus", "a replica holds at most one GPU (or a share of one)"))
     try:

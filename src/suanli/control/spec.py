@@ -7,6 +7,9 @@
     env: {WANDB_MODE: offline}    # optional
     workdir: /home/ana/resnet     # absolute; default: where `suanli submit` ran, else scratch
     tasks: 2                      # identical tasks, started together (a gang); default 1
+    min_workers: 1                # elastic: may run on 1..4 tasks (a worker is one task),
+    max_workers: 4                # ``tasks`` being the size its work is stated at
+    speedup: power:0.938          # elastic: its scaling curve (``suanli.core.elastic``)
     gpus: 1                       # per task: whole GPUs (1, 2, 8) or a share of one (0.25)
     gpu_memory: 20G               # per task: for a share, its GPU memory limit
     cpu: 4                        # cores per task (default 1)
@@ -39,6 +42,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from suanli.core.elastic import DEFAULT_SPEEDUP, ElasticRange, parse_speedup
 from suanli.core.model import (
     DEFAULT_PRIORITY_CLASSES,
     MAX_QUANTITY,
@@ -59,10 +63,13 @@ _LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:=@-]{0,127}$"
 MAX_SIZE_MIB = MAX_QUANTITY
 """The largest size a spec may give (MiB): the core's bound (an exbibyte)."""
 _MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$"
-_NUMBERS = ("tasks", "gang_min", "gpus", "cpu", "memory", "gpu_memory", "max_runtime",
+_NUMBERS = ("tasks", "gang_min", "min_workers", "max_workers", "gpus", "cpu", "memory", "gpu_memory", "max_runtime",
             "estimate", "checkpoint_interval", "grace")  # fmt: skip
 MAX_SECONDS = 10 * 366 * 86_400
 """The longest time a spec may give (ten years): a runtime, an estimate, an interval."""
+RESIZE_SIGNAL = "SIGUSR1"
+"""What an elastic job's surviving tasks are sent after a resize (docs/serve.md, "Elastic
+jobs"): never a job's stop signal as well."""
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$"
 _UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
@@ -127,6 +134,12 @@ class JobSpec(BaseModel):
     workdir: str | None = None
     tasks: Annotated[int, Field(ge=1, le=MAX_TASKS)] = 1
     gang_min: Annotated[int, Field(ge=0, le=MAX_TASKS)] = 0
+    min_workers: Annotated[int, Field(ge=1, le=MAX_TASKS)] | None = None
+    """Elastic: the fewest tasks it runs on (default ``tasks``; see ``elastic``)."""
+    max_workers: Annotated[int, Field(ge=1, le=MAX_TASKS)] | None = None
+    """Elastic: the most tasks it runs on (default ``tasks``)."""
+    speedup: Annotated[str, Field(max_length=1000)] = DEFAULT_SPEEDUP
+    """Elastic: how its throughput grows with workers (``suanli.core.elastic``)."""
     gpus: Annotated[float, Field(ge=0, le=64, allow_inf_nan=False)] = 0
     gpu_memory: int | float | str = 0
     cpu: Annotated[float, Field(ge=0.001, le=4096, allow_inf_nan=False)] = 1
@@ -205,10 +218,18 @@ class JobSpec(BaseModel):
 
     @field_validator("stop_signal")
     @classmethod
-    def _signal(cls, v: str) -> str:
+    def _signal(cls, v: str, info: Any) -> str:
         name = v if v.startswith("SIG") else f"SIG{v}"
         if name not in signal.Signals.__members__:
             raise ValueError(f"unknown signal {v!r}")
+        tasks = info.data.get("tasks") or 1
+        least, most = info.data.get("min_workers"), info.data.get("max_workers")
+        elastic = (most if most is not None else tasks) > (least if least is not None else tasks)
+        if elastic and name == RESIZE_SIGNAL:
+            raise ValueError(
+                f"{name} tells an elastic job's tasks that they were resized: choose another "
+                "stop signal"
+            )
         return name
 
     @field_validator("gang_min")
@@ -218,6 +239,58 @@ class JobSpec(BaseModel):
         if tasks is not None and v > tasks:
             raise ValueError(f"gang_min ({v}) must be at most tasks ({tasks})")
         return v
+
+    @field_validator("min_workers")
+    @classmethod
+    def _min_workers(cls, v: int | None, info: Any) -> int | None:
+        tasks, gang = info.data.get("tasks"), info.data.get("gang_min")
+        if v is None or tasks is None:
+            return v
+        if v > tasks:
+            raise ValueError(f"min_workers ({v}) must be at most tasks ({tasks})")
+        if gang and gang != v:
+            raise ValueError(
+                f"min_workers ({v}) and gang_min ({gang}) disagree: an elastic job starts "
+                "with min_workers tasks at least; give one of them"
+            )
+        return v
+
+    @field_validator("max_workers")
+    @classmethod
+    def _max_workers(cls, v: int | None, info: Any) -> int | None:
+        tasks, least = info.data.get("tasks"), info.data.get("min_workers")
+        if v is None or tasks is None:
+            return v
+        if least is not None and v < least:
+            raise ValueError(f"max_workers ({v}) must be at least min_workers ({least})")
+        if v < tasks:
+            raise ValueError(f"max_workers ({v}) must be at least tasks ({tasks})")
+        return v
+
+    @field_validator("speedup")
+    @classmethod
+    def _speedup(cls, v: str) -> str:
+        try:
+            parse_speedup(v)
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @property
+    def workers(self) -> ElasticRange:
+        """The tasks it may run on, and the size its work is stated at (``tasks``)."""
+        t = self.tasks
+        return ElasticRange(
+            self.min_workers if self.min_workers is not None else t,
+            self.max_workers if self.max_workers is not None else t,
+            t,
+        )
+
+    @property
+    def elastic(self) -> bool:
+        """Whether it may be resized while it runs: ``max_workers > min_workers``."""
+        most, least = self.max_workers, self.min_workers  # cheap: the loop asks every pass
+        return (most or self.tasks) > (least or self.tasks)
 
     @property
     def memory_mib(self) -> int:
@@ -267,7 +340,9 @@ class JobSpec(BaseModel):
             runtime=self.max_runtime if self.max_runtime is not None else math.inf,
             task=self.task_request(),
             tasks=self.tasks,
-            gang_min=self.gang_min,
+            # An elastic job starts on as few as min_workers tasks when no more are free (the
+            # core's gang minimum); it grows and shrinks while it runs (control.resize).
+            gang_min=self.min_workers if self.min_workers is not None else self.gang_min,
             tenant=tenant,
             queue=queue,
             priority_class=priority_class or self.priority_class,

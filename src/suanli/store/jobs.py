@@ -457,6 +457,59 @@ def attempt_started(
         set_job_state(c, job_id, "running", now_ms, reason=None)
 
 
+def attempt_handles(conn: Target, job_id: str, attempt: int, handles: list[dict[str, Any]]) -> None:
+    """The backend's handles of a running attempt's tasks, after a resize launched more."""
+    with writing(conn) as c:
+        c.execute(
+            sa.update(attempts)
+            .where(attempts.c.job_id == job_id, attempts.c.attempt == attempt)
+            .values(handles=json.dumps(handles))
+        )
+
+
+def resize_attempt(
+    conn: Target,
+    job_id: str,
+    attempt: int,
+    placement: list[dict[str, Any]],
+    *,
+    left: Sequence[int],
+    joined: Sequence[int],
+    now_ms: int,
+    detail: str,
+) -> None:
+    """Attempt ``attempt`` of ``job_id`` (an elastic job's) runs on another number of tasks:
+    ``placement`` is its whole stored placement (every task it ever ran, a task removed
+    with its ``until_ms``, one added with its ``from_ms``); the claims of tasks ``left`` are
+    given back and those of tasks ``joined`` taken (the database refuses a double claim, and
+    then nothing is written); a ``resized`` event says ``detail``."""
+    by_task = {int(t["task"]): t for t in placement}
+    claims = [
+        {"job_id": job_id, "attempt": attempt, "task": task, "node": t["node"], "idx": gpu,
+         "milli": t["gpu_milli"]}
+        for task in joined
+        if (t := by_task[task])["gpu_milli"] > 0
+        for gpu in t["gpus"]
+    ]  # fmt: skip
+    with writing(conn) as c:
+        if left:
+            c.execute(
+                sa.delete(gpu_claims).where(
+                    gpu_claims.c.job_id == job_id,
+                    gpu_claims.c.attempt == attempt,
+                    gpu_claims.c.task.in_(list(left)),
+                )
+            )
+        if claims:
+            c.execute(sa.insert(gpu_claims), claims)
+        c.execute(
+            sa.update(attempts)
+            .where(attempts.c.job_id == job_id, attempts.c.attempt == attempt)
+            .values(placement=json.dumps(placement, separators=(",", ":")))
+        )
+        add_event(c, job_id, now_ms, "resized", detail)
+
+
 def attempt_stopping(conn: Target, job_id: str, attempt: int, now_ms: int, why: str) -> None:
     """Attempt ``attempt`` of ``job_id`` is being stopped (preempted or cancelled)."""
     with writing(conn) as c:
