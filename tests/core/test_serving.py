@@ -66,16 +66,17 @@ def test_latency_tail_matches_a_simulated_queue(lam: float, c: int) -> None:
 def test_extreme_rates_give_no_numeric_warning() -> None:
     """Where the wait's rate is within rounding of the service rate (``theta == mu``, taken
     by the closed form's other branch), the branch ``np.where`` does not use must still be
-    finite: at mu = 2e9 its placeholder once rounded back onto mu and divided 0 by 0."""
+    finite, or its warning silenced: at mu = 2e9 its placeholder once rounded back onto mu,
+    and at a denormal mu the nearness test underflowed; both divided 0 by 0."""
     import warnings
 
     from suanli.core.serving.queueing import latency_tail_many
 
-    mu = 2e9
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        got = latency_tail_many(1e-9, np.array([mu + 1.0]), mu, np.array([2.0]))
-    assert got[0] == pytest.approx(latency_tail(1e-9, mu + 1.0, mu, 2), rel=1e-6)
+        for mu, lam in ((2e9, 2e9 + 1.0), (5e-324, 5e-324)):  # a denormal: 1e-9 mu is 0
+            got = latency_tail_many(1e-9, np.array([lam]), mu, np.array([2.0]))
+            assert got[0] == pytest.approx(latency_tail(1e-9, lam, mu, 2), rel=1e-6)
 
 
 def test_unstable_queue_has_no_quantile() -> None:

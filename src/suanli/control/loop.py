@@ -276,6 +276,9 @@ class Controller(Repair, Resizer):
                     self.recover()
                     recovered = True
                     self.health.state = "running"
+                    # Recovery is progress: until the first pass completes, staleness counts
+                    # from here (not from the clock's zero, which read as hours stale).
+                    self.health.last_pass = time.monotonic()
                 self.step()
                 self.health.last_pass = time.monotonic()
                 self.health.passes += 1

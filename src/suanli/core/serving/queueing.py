@@ -51,7 +51,7 @@ def latency_tail(t: float, lam: float, mu: float, c: int) -> float:
     w = erlang_c(c, lam / mu)
     theta = c * mu - lam
     es = math.exp(-mu * t)
-    if abs(theta - mu) < 1e-12 * mu:
+    if abs(theta - mu) <= 1e-12 * mu:
         conv = (1.0 + mu * t) * es
     else:
         conv = (theta * es - mu * math.exp(-theta * t)) / (theta - mu)
@@ -109,9 +109,14 @@ def latency_tail_many(t: float, lam: np.ndarray, mu: float, c: np.ndarray) -> np
     w = _erlang_c_vec(c, lam / mu)
     theta = c * mu - lam
     es = math.exp(-mu * t)
-    near = np.abs(theta - mu) < 1e-9 * mu
+    near = np.abs(theta - mu) <= 1e-9 * mu
     safe = np.where(near, theta + mu, theta)  # any value away from mu: that branch is unused
-    conv = np.where(near, (1.0 + mu * t) * es, (safe * es - mu * np.exp(-safe * t)) / (safe - mu))
+    # np.where computes both branches; the one not taken may divide 0 by 0 (at rates so
+    # small that 1e-9 mu underflows, say): its value is discarded, so is its warning.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        conv = np.where(
+            near, (1.0 + mu * t) * es, (safe * es - mu * np.exp(-safe * t)) / (safe - mu)
+        )
     return np.clip((1.0 - w) * es + w * conv, 0.0, 1.0)
 
 
