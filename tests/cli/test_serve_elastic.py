@@ -17,6 +17,7 @@ to its minimum, not preempted.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from suanli.cli.main import app as cli
 from suanli.core.idle import IdlePolicy
 from suanli.store import jobs as js
 from suanli.store.schema import gpu_claims
+from tasks import open_dir
 
 WORKER = """
 import json, os, signal, sys, time
@@ -234,3 +236,21 @@ def test_an_idle_elastic_job_is_shrunk_to_its_minimum_not_preempted(tmp_path: Pa
                 wait_state(c, job, "cancelled")
     finally:
         srv.stop()
+
+
+def test_suanli_submit_takes_the_elastic_range(srv: Running) -> None:
+    tok = token(srv, "vision", "ana")
+    run = CliRunner()
+    base = ["submit", "--server", srv.url, "--token", tok, "--tasks", "2", "--gpus", "0",
+            "--cpu", "0.1", "--memory", "64M"]  # fmt: skip
+    with open_dir() as here:
+        bad = run.invoke(cli, [*base, "--min-workers", "3", "--chdir", str(here), "--", PY])
+        assert bad.exit_code != 0 and "min_workers" in bad.output, bad.output
+        ok = run.invoke(cli, [*base, "--min-workers", "1", "--max-workers", "4", "--json",
+                              "--chdir", str(here), "--", PY, "-c", "pass"])  # fmt: skip
+        assert ok.exit_code == 0, ok.output
+        job = json.loads(ok.stdout)
+        with srv.client(tok) as c:
+            spec = c.get(f"/v1/jobs/{job['id']}").json()["job"]["spec"]
+            assert (spec["tasks"], spec["min_workers"], spec["max_workers"]) == (2, 1, 4)
+            wait_state(c, job["id"], "succeeded", "failed")

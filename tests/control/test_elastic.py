@@ -233,9 +233,10 @@ def test_a_restart_finishes_a_shrink_and_tells_the_survivors(store: Store) -> No
     ctl2.step()
     ctl2.step()
     assert job(store, o).state == "running"
+    # Grown (generation 1), shrunk (2): told once, never a generation back.
     for rank in range(3):
-        assert backend.files[(e, 1, rank)].world_size == 3
-    assert len({backend.files[(e, 1, r)].generation for r in range(3)}) == 1
+        assert backend.files[(e, 1, rank)] == Elastic(3, rank, 2)
+    assert [g for _, t in backend.resized for g in [t.generation]] == [1, 1, 2, 2, 2]
     check_claims(store, ctl2, backend)
 
 

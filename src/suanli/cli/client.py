@@ -149,6 +149,12 @@ def submit_command(
     cpu: Annotated[str | None, typer.Option(help="Cores per task.")] = None,
     memory: Annotated[str | None, typer.Option(help="Memory per task (16G, 512M).")] = None,
     tasks: Annotated[int | None, typer.Option(help="Tasks, started together.")] = None,
+    min_workers: Annotated[
+        int | None, typer.Option(help="Elastic: the fewest tasks it runs on (default --tasks).")
+    ] = None,
+    max_workers: Annotated[
+        int | None, typer.Option(help="Elastic: the most tasks it runs on (default --tasks).")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="The job's name.")] = None,
     queue: Annotated[str | None, typer.Option(help="Queue (default: the tenant).")] = None,
     tenant: Annotated[str | None, typer.Option(help="Tenant (admins must give it).")] = None,
@@ -209,6 +215,8 @@ def submit_command(
         **numbers,
         "memory": memory,
         "tasks": tasks,
+        "min_workers": min_workers,
+        "max_workers": max_workers,
         "name": name,
         "queue": queue,
         "tenant": tenant,

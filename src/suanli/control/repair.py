@@ -149,6 +149,8 @@ class Repair:
             if handle.task in left:  # a shrink's: it may still be stopping
                 live.retiring[handle.task] = self._placement_of([left[handle.task]]).tasks[0]
         self.live[live.key] = live
+        if spec.elastic and a.state == "running":
+            self._restore_generation(live)
         for tp in live.retiring.values():
             for g in tp.gpus:
                 self.draining.setdefault((tp.node, g), set()).add(live.key)

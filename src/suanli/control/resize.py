@@ -444,11 +444,7 @@ class Resizer:
                 for e in self.backend.adopt([found]):
                     self._task_exited(e, now)
         n = len(live.slots)
-        told = [self._told(live, s) for s in live.slots]
-        live.generation = max((t.generation for t in told if t is not None), default=0)
-        stale = any(t is None or (t.world_size, t.rank) != (n, r) for r, t in enumerate(told))
-        if stale or live.retiring:
-            live.generation += 1
+        stale = self._restore_generation(live)
         missing = [s for s in live.slots if s not in live.handles]
         if missing and self._launch_tasks(live, missing) < len(missing):
             first = live.slots.index(next(s for s in missing if s not in live.handles))
@@ -460,6 +456,19 @@ class Resizer:
                                    [h.to_json() for h in live.handles.values()])  # fmt: skip
         if stale:
             self._tell(live, range(n))
+
+    def _restore_generation(self: Controller, live: LiveAttempt) -> bool:
+        """After a restart: the generation its tasks' files say, one more if a resize is not
+        done telling (a task not told the layout the store has, or a shrink's tasks still
+        stopping); whether a task is not told yet. Called when the attempt is restored
+        (before its tasks' ends are read, which may tell the survivors) and again once they
+        are (the same answer then)."""
+        n = len(live.slots)
+        told = [self._told(live, s) for s in live.slots]
+        stale = any(t is None or (t.world_size, t.rank) != (n, r) for r, t in enumerate(told))
+        g = max((t.generation for t in told if t is not None), default=0)
+        live.generation = g + 1 if stale or live.retiring else g
+        return stale
 
     def _told(self: Controller, live: LiveAttempt, slot: int) -> Elastic | None:
         h = live.handles.get(slot)
