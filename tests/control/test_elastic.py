@@ -5,12 +5,11 @@ the layout each task is told, the claims, the history, metering and a restart.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fake_clock import Clock
 from suanli.backends.base import Elastic
 from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
 from suanli.config.cluster import load_cluster
@@ -20,25 +19,10 @@ from suanli.control.metrics import ControlMetrics
 from suanli.control.spec import JobSpec
 from suanli.core.preemption import PreemptionConfig
 from suanli.sim.engine import PolicySet
-from suanli.store import Store, open_store, read_usage
+from suanli.store import Store, read_usage
 from suanli.store import jobs as js
 
 CLUSTER = "1x4xTESTGPU[gpumem=80G,speed=1]"
-
-
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = open_store(tmp_path / "suanli.db")
-    yield s
-    s.close()
 
 
 def make(store: Store, clock: Clock, *, preempt: bool = True) -> tuple[Controller, FakeBackend]:

@@ -7,13 +7,12 @@ stepped exactly; ``tests/cli/test_serve.py`` runs the same loop with real proces
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
+from fake_clock import Clock
 from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
 from suanli.config.cluster import load_cluster
 from suanli.control.loop import ControlConfig, Controller
@@ -23,25 +22,10 @@ from suanli.core.decisions import Admit, Decision, Preempt
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
 from suanli.sim.engine import PolicySet, simulate
-from suanli.store import Store, open_store, read_usage
+from suanli.store import Store, read_usage
 from suanli.store import jobs as js
 
 CLUSTER = "2x4xTESTGPU[gpumem=80G,speed=1]"
-
-
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = open_store(tmp_path / "suanli.db")
-    yield s
-    s.close()
 
 
 def make(

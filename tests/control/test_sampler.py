@@ -22,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
+from fake_clock import Clock
 from gpu_standin import StandIn, constant
 from pg import postgres_server, store_fixture  # noqa: F401  (postgres_server: a fixture)
 from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
@@ -54,14 +55,6 @@ def gauge(metrics: ControlMetrics, name: str, labels: dict[str, str]) -> float |
             if s.name == name and s.labels == labels:
                 return float(s.value)
     return None
-
-
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def controller(store: Store, clock: Clock) -> Controller:

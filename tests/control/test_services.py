@@ -4,24 +4,13 @@ replica jobs' states are written directly, as the loop would)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from suanli.control.services import ServiceKeeper, ServiceRequest, replica_spec
-from suanli.store import Store, open_store
+from suanli.store import Store
 from suanli.store import jobs as js
 from suanli.store import services as ss
 
 T0 = 1_764_000_000.0
 STEP = 10.0
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = open_store(tmp_path / "s.db")
-    yield s
-    s.close()
 
 
 def create(store: Store, **over: object) -> ss.ServiceRecord:
