@@ -1,7 +1,8 @@
 """Online services through the real server (``suanli serve`` as ``build_server`` builds it,
 real replica processes), on SQLite: a service follows its demand up and back down and never
-below its minimum, a plain user's token sees and scales only its own tenant's services, bad
-input is 422 naming the field, and the client's ``suanli service`` commands.
+below its minimum, a plain user's token sees and scales only its own tenant's services and
+cannot flood the store with demand reports, bad input is 422 naming the field, and the
+client's ``suanli service`` commands.
 
 The server's demand step is 0.2 s, so the autoscaler is asked five times a second; the
 reactive autoscaler is given no stabilisation window (``stabilise: 0``), so that it scales
@@ -17,11 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from serving import DEADLINE_S, PY, Running, start
 from suanli.cli.main import app as cli
 from suanli.core.serving.queueing import Capacity
+from suanli.store.schema import service_demand
 
 STEP_S = 0.2
 LONG = [PY, "-c", "import time; time.sleep(120)"]
@@ -114,6 +117,49 @@ def test_replicas_follow_the_demand_up_and_down_never_below_the_minimum(srv: Run
             assert time.monotonic() < deadline, "the deleted service's replicas still run"
             time.sleep(0.05)
         assert c.get("/v1/services/web").status_code == 404
+
+
+def demand_rows(srv: Running) -> int:
+    with srv.server.store.read() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(service_demand)).scalar())
+
+
+def test_demand_reports_are_rate_limited_per_tenant_and_pruned_once_folded(
+    tmp_path: Path,
+) -> None:
+    """A plain user's token cannot flood the store with demand reports: past its tenant's
+    burst they are 429 (a bucket apart from its submissions, other tenants untouched), and
+    the loop keeps only each service's latest report once it has folded them."""
+    srv = start(tmp_path / "state", str(tmp_path / "suanli.db"), service_step=STEP_S,
+                limits=(1.0, 3, None))  # fmt: skip
+    try:
+        vision, nlp = token(srv, "vision"), token(srv, "nlp")
+        with srv.client(vision) as c, srv.client(nlp) as other, srv.client() as admin:
+            assert c.post("/v1/services", json=service()).status_code == 201
+            assert other.post("/v1/services", json=service()).status_code == 201
+            answers = [c.post("/v1/services/web/demand", json={"rate": 5.0 + i})
+                       for i in range(6)]  # fmt: skip
+            codes = [a.status_code for a in answers]
+            assert codes[:3] == [202, 202, 202] and 429 in codes[3:], codes
+            late = next(a for a in answers if a.status_code == 429)
+            assert "reports demand faster than 1 reports/s (burst 3)" in late.json()["error"]
+            assert int(late.headers["Retry-After"]) >= 1
+            # Its submissions have a bucket of their own (the service's creation took one).
+            job = c.post("/v1/jobs", json={"command": [PY, "-c", "pass"]})
+            assert job.status_code == 201, job.text
+            assert other.post("/v1/services/web/demand", json={"rate": 1.0}).status_code == 202
+            # An admin is not limited: its reports all land, and are folded and pruned too.
+            for i in range(40):
+                r = admin.post("/v1/services/web/demand?tenant=vision", json={"rate": 7.0 + i})
+                assert r.status_code == 202, r.text
+            deadline = time.monotonic() + DEADLINE_S
+            while demand_rows(srv) > 2:  # one per service: the latest, which is shown
+                assert time.monotonic() < deadline, f"{demand_rows(srv)} demand rows kept"
+                time.sleep(0.05)
+            assert c.get("/v1/services/web").json()["demand"] == 46.0
+            assert other.get("/v1/services/web").json()["demand"] == 1.0
+    finally:
+        srv.stop()
 
 
 def test_a_tenant_sees_and_scales_only_its_own_services(srv: Running) -> None:

@@ -81,3 +81,30 @@ def test_a_deleted_service_is_forgotten_and_gets_no_replicas(store: Store) -> No
     ss.delete_service(store, svc.id, 0, "ana")
     k.tick(T0 + 10)
     assert k.tracked == {} and ss.replicas(store) == []
+
+
+def test_folded_reports_are_pruned_to_each_services_latest(store: Store) -> None:
+    svc = create(store)
+    k = ServiceKeeper(store, step_s=STEP)
+    for rate in (1.0, 2.0, 3.0):
+        ss.add_demand(store, svc.id, rate, 0)
+    k.tick(T0)  # a first pass starts after what is there; it keeps only the latest
+    assert [r.rate for r in ss.demand_after(store, 0)] == [3.0]
+    for rate in (20.0, 30.0):
+        ss.add_demand(store, svc.id, rate, 0)
+    k.tick(T0 + 5)
+    t = k.tracked[svc.id]
+    assert t.bucket == [20.0, 30.0]  # folded into the open step
+    assert [r.rate for r in ss.demand_after(store, 0)] == [30.0]
+    assert ss.latest_demand(store, [svc.id])[svc.id].rate == 30.0
+    k.tick(T0 + 10)
+    assert t.rates == [25.0]  # nothing folded was lost to the pruning
+    assert ss.prune_demand(store, k.last_report) == 0  # a service's latest is kept
+    ss.add_demand(store, svc.id, 40.0, 0)
+    ss.add_demand(store, svc.id, 50.0, 0)
+    # Pruning up to what was folded leaves what was not, though a later report exists.
+    assert ss.prune_demand(store, k.last_report) == 1
+    assert [r.rate for r in ss.demand_after(store, 0)] == [40.0, 50.0]
+    k.tick(T0 + 11)
+    assert t.bucket == [40.0, 50.0]
+    assert [r.rate for r in ss.demand_after(store, 0)] == [50.0]

@@ -1,5 +1,5 @@
 """Online services in the store, on SQLite and PostgreSQL: migration 0006, a tenant's names,
-demand in arrival order, replicas as jobs, and deleting a service while replicas run."""
+demand in arrival order and pruned once folded, replicas as jobs, and deleting a service while replicas run."""
 
 from __future__ import annotations
 
@@ -81,6 +81,21 @@ def test_demand_is_read_in_arrival_order_and_the_latest_per_service(store: Store
             conn.execute(
                 sa.insert(ss.service_demand).values(service_id=web.id, at_ms=NOW, rate=-1.0)
             )
+
+
+def test_pruning_keeps_what_is_unfolded_and_each_services_latest(store: Store) -> None:
+    web, api = make(store), make(store, name="api")
+    a = ss.add_demand(store, web.id, 1.0, NOW)
+    ss.add_demand(store, web.id, 2.0, NOW)
+    b = ss.add_demand(store, api.id, 3.0, NOW)
+    ss.add_demand(store, web.id, 4.0, NOW)
+    c = ss.add_demand(store, web.id, 5.0, NOW)
+    assert ss.prune_demand(store, b.id) == 2  # web's 1 and 2: folded and superseded
+    assert [r.rate for r in ss.demand_after(store, 0)] == [3.0, 4.0, 5.0]
+    assert ss.prune_demand(store, c.id) == 1  # web's 4; api's only report stays
+    assert [r.rate for r in ss.demand_after(store, 0)] == [3.0, 5.0]
+    assert ss.prune_demand(store, c.id) == 0
+    assert ss.prune_demand(store, a.id - 1) == 0  # nothing folded yet: nothing deleted
 
 
 def test_deleting_a_service_cancels_and_detaches_its_replicas(store: Store) -> None:

@@ -123,6 +123,13 @@ def install_services(
             )
         return result
 
+    def refusal(e: Refused, field: str | None) -> ApiError:
+        fields = [s.ErrorField(field=field, problem=e.message)] if field else []
+        headers = (
+            {"Retry-After": str(max(1, math.ceil(e.retry_after)))} if e.status == 429 else None
+        )
+        return ApiError(e.status, e.message, fields=fields, headers=headers)
+
     def visible(who: Principal, name: str, tenant: str | None) -> ss.ServiceRecord:
         """The service, if ``who`` may see it; else 404, the same as for no such service."""
         if not who.admin:
@@ -155,11 +162,7 @@ def install_services(
                 ok = Accepted(tenant, replica.queue or tenant)
         except Refused as e:
             field = e.field if e.field in (None, "tenant") else f"replica.{e.field}"
-            fields = [s.ErrorField(field=field, problem=e.message)] if field else []
-            headers = (
-                {"Retry-After": str(max(1, math.ceil(e.retry_after)))} if e.status == 429 else None
-            )
-            raise ApiError(e.status, e.message, fields=fields, headers=headers) from None
+            raise refusal(e, field) from None
         spec = replica_spec(body, ok.tenant, ok.queue)
         data = {
             "request": body.model_dump(mode="json"),
@@ -196,8 +199,15 @@ def install_services(
         name: ServiceName, body: DemandIn, who: Who, tenant: TenantQuery = None
     ) -> ServiceOut:
         """Report the request rate the service sees now; the scheduler loop folds reports
-        into the service's demand history and resizes it at the end of each step."""
+        into the service's demand history and resizes it at the end of each step. A
+        tenant's reports are limited as its submissions are (``--submit-rate``,
+        ``--submit-burst``; a bucket of their own): 429 with ``Retry-After`` past it."""
         rec = visible(who, name, tenant)
+        if intake is not None:
+            try:
+                intake.check_report(rec.tenant, who)
+            except Refused as e:
+                raise refusal(e, None) from None
         ss.add_demand(store, rec.id, body.rate, clock_ms())
         wake()
         return out(rec)

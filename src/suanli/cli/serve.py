@@ -182,7 +182,11 @@ def serve_command(
         ),
     ] = None,
     submit_rate: Annotated[
-        float, typer.Option("--submit-rate", help="Submissions/s per tenant (0: no limit).")
+        float,
+        typer.Option(
+            "--submit-rate",
+            help="Submissions/s per tenant, and demand reports/s apart (0: no limit).",
+        ),
     ] = 50.0,
     submit_burst: Annotated[
         int, typer.Option("--submit-burst", help="Submissions at once per tenant.")

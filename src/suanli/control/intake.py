@@ -20,7 +20,8 @@ configuration, in this order:
    (``suanli.core.builder.Refusals``);
 6. **fair use** (not for admins): at most ``rate`` submissions a second per tenant (a token
    bucket of ``burst``), and at most ``max_pending`` pending jobs per tenant: 429 with
-   ``Retry-After``.
+   ``Retry-After``. Demand reports for a tenant's services (``check_report``) have a bucket
+   of the same size of their own.
 
 A refusal is ``Refused`` (status, one line, the field at fault, ``Retry-After``); nothing is
 stored for it. The first five checks are pure; the last keeps counters, so one ``Intake``
@@ -114,7 +115,7 @@ class Intake:
         self.limits = limits or Limits()
         self.pending_counts = pending_counts
         self.clock = clock
-        self._buckets: dict[str, _Bucket] = {}
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._pending: dict[str, int] = {}
         self._pending_at = -math.inf
 
@@ -212,21 +213,36 @@ class Intake:
                     f"{limits.max_pending}: wait for some to start",
                     retry_after=max(PENDING_REFRESH_S, 5.0),
                 )
-        if limits.rate is not None:
-            b = self._buckets.get(tenant)
-            if b is None:
-                b = self._buckets[tenant] = _Bucket(float(limits.burst), now)
-            b.level = min(float(limits.burst), b.level + (now - b.at) * limits.rate)
-            b.at = now
-            if b.level < 1.0:
-                wait = (1.0 - b.level) / limits.rate
-                raise Refused(
-                    429,
-                    f"tenant {tenant!r} submits faster than {limits.rate:g} jobs/s "
-                    f"(burst {limits.burst})",
-                    retry_after=wait,
-                )
-            b.level -= 1.0
+        self._take(tenant, "submits", "jobs/s")
+
+    def check_report(self, tenant: str, who: Principal) -> None:
+        """Fair use of the demand reports of ``tenant``'s services (not for admins): at most
+        ``rate`` a second (a token bucket of ``burst``), counted apart from the tenant's
+        submissions, so that its reporters never use up its submissions; 429 with
+        ``Retry-After`` past it."""
+        if not who.admin:
+            self._take(tenant, "reports demand", "reports/s")
+
+    def _take(self, tenant: str, what: str, unit: str) -> None:
+        """One token from ``tenant``'s bucket for ``what`` (429 where it is empty)."""
+        limits, now = self.limits, self.clock()
+        if limits.rate is None:
+            return
+        key = (tenant, what)
+        b = self._buckets.get(key)
+        if b is None:
+            b = self._buckets[key] = _Bucket(float(limits.burst), now)
+        b.level = min(float(limits.burst), b.level + (now - b.at) * limits.rate)
+        b.at = now
+        if b.level < 1.0:
+            wait = (1.0 - b.level) / limits.rate
+            raise Refused(
+                429,
+                f"tenant {tenant!r} {what} faster than {limits.rate:g} {unit} "
+                f"(burst {limits.burst})",
+                retry_after=wait,
+            )
+        b.level -= 1.0
 
 
 def spec_data(spec: JobSpec, accepted: Accepted) -> dict[str, Any]:

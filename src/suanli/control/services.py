@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
@@ -192,7 +191,6 @@ class ServiceKeeper:
         store: Store,
         *,
         step_s: float = 10.0,
-        clock: Callable[[], float] | None = None,
     ) -> None:
         if not step_s > 0:
             raise ValueError(f"step_s must be > 0, got {step_s}")
@@ -207,11 +205,14 @@ class ServiceKeeper:
         asked to be cancelled."""
         if self.last_report is None:
             self.last_report = ss.last_demand_id(self.store)
+            ss.prune_demand(self.store, self.last_report)
         reports = ss.demand_after(self.store, self.last_report)
+        if reports:
+            self.last_report = reports[-1].id
         records = ss.list_services(self.store)
         if not records and not self.tracked:
             if reports:
-                self.last_report = reports[-1].id
+                ss.prune_demand(self.store, self.last_report)
             return 0
         ids = {r.id for r in records}
         for sid in [s for s in self.tracked if s not in ids]:
@@ -227,7 +228,7 @@ class ServiceKeeper:
             if t is not None:
                 t.bucket.append(rep.rate)
         if reports:
-            self.last_report = reports[-1].id
+            ss.prune_demand(self.store, self.last_report)
         live: dict[int, list[js.JobRecord]] = {}
         for j in ss.replicas(self.store, list(self.tracked)):
             if j.service_id is not None:

@@ -7,7 +7,9 @@ Tables of migration ``0006``. Contracts:
   tenant's service (the API answers it as one that does not exist).
 - **Demand is appended, in arrival order.** ``add_demand`` writes one row per report; the
   scheduler loop reads those after the last id it saw (``demand_after``) and folds them into
-  its fixed-step history, so a report is never lost between two passes.
+  its fixed-step history, so a report is never lost between two passes; then
+  ``prune_demand`` deletes what it folded but each service's latest report, so the table
+  holds about one row per service however often its demand is reported.
 - **Replicas are jobs.** A replica is an ordinary job whose ``service_id`` names its
   service; it is submitted, scheduled, stopped and metered as any other.
 - **Deleting a service** asks each of its live replicas to be cancelled, detaches its
@@ -157,6 +159,20 @@ def demand_after(target: Target, after: int, limit: int = 10_000) -> list[Demand
     )
     with reading(target) as conn:
         return [DemandReport(r.id, r.service_id, r.at_ms, r.rate) for r in conn.execute(q)]
+
+
+def prune_demand(target: Target, upto: int) -> int:
+    """Delete the demand reports up to id ``upto`` (those the loop has folded) but each
+    service's latest, which the API shows and a restarted loop starts from; returns how
+    many it deleted."""
+    latest = sa.select(sa.func.max(service_demand.c.id)).group_by(service_demand.c.service_id)
+    with writing(target) as conn:
+        done = conn.execute(
+            sa.delete(service_demand)
+            .where(service_demand.c.id <= upto)
+            .where(service_demand.c.id.not_in(latest))
+        )
+    return int(done.rowcount or 0)
 
 
 def last_demand_id(target: Target) -> int:
