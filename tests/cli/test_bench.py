@@ -237,3 +237,64 @@ def test_out_that_cannot_be_created(runner: CliRunner, tiny_dir: Path, tmp_path:
         )
     )
     assert str(blocker / "sub") in line
+
+
+# ------------------------------------------------------------------ --variants
+
+
+def test_variants_json_cells_and_verdicts(
+    runner: CliRunner, tiny_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "v"
+    result = run(
+        runner, *tiny_args(tiny_dir, "--variants", "share=0.6;spec=0.5", "--variants", "source",
+                           "--seeds", "1-2", "--json", "--out", str(out)),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    cells = [(c["cell"], c["policy"], c["seeds"]) for c in doc["cells"]]
+    assert cells == [
+        (cell, p, 2)
+        for cell in ("share=0.6", "spec=0.5", "source")
+        for p in ("FGD", "BestFit", "frag-balance")
+    ]
+    for c in doc["cells"]:
+        assert c["min100"] <= c["unalloc100"] <= c["max100"]
+    assert [(v["policy"], v["baseline"], v["cells"]) for v in doc["verdicts"]] == [
+        ("BestFit", "FGD", 3),
+        ("frag-balance", "FGD", 3),
+    ]
+    with (out / "variants.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 9
+    assert "wrote" in result.stderr
+
+
+def test_variants_grid_has_every_cell(runner: CliRunner, tiny_dir: Path) -> None:
+    result = run(
+        runner, *tiny_args(tiny_dir, "--variants", "grid", "--policies", "FGD,frag-balance",
+                           "--seeds", "1"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "29 variants of tiny × 2 policies × 1 seeds" in result.stdout
+    assert "frag-balance vs FGD: at most FGD on" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variants", "share=2"], "--variants: share must be a share in 0..1"),
+        (["--variants", "gpus=2"], "--variants: 'gpus=2': expected NAME=VALUE"),
+        (["--variants", "multi=0.9,share=0.5"], "more than the whole GPU request"),
+    ],
+)
+def test_bad_variants_are_one_line_exit_2(
+    runner: CliRunner, tiny_dir: Path, args: list[str], message: str
+) -> None:
+    assert message in one_line_error(run(runner, *tiny_args(tiny_dir, "--seeds", "1", *args)))
+
+
+def test_variants_take_one_base_list(runner: CliRunner, tiny_dir: Path) -> None:
+    line = one_line_error(
+        run(runner, "--trace-dir", str(tiny_dir), "--pods", "tiny,default", "--variants", "source")
+    )
+    assert "--variants: give one base pod list with --pods" in line

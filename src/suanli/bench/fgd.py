@@ -110,12 +110,16 @@ def load_workload(trace_dir: Path, name: str, nodes: str = "gpu_node") -> Worklo
         )
     cluster = load_openb_nodes(trace_dir / "openb" / f"openb_node_list_{nodes}.csv")
     pods = load_openb_pods(path)
+    return workload_from_pods(path.stem.removeprefix("openb_pod_list_"), cluster, pods)
+
+
+def workload_from_pods(name: str, cluster: ClusterSpec, pods: OpenbPods) -> Workload:
+    """A pod list (read, or made by ``suanli.traces.openb_variants``) ready to replay."""
     tasks = pod_tasks(pods)
     demand = np.where(pods.num_gpu > 0, pods.num_gpu * pods.gpu_milli, 0).astype(np.int64)
     if not demand.any():
-        raise TraceUseError(f"{path.name}: no pod asks for a GPU, nothing to replay")
-    label = path.stem.removeprefix("openb_pod_list_")
-    return Workload(label, cluster, tasks, demand, TargetWorkload.from_tasks(tasks))
+        raise TraceUseError(f"{pods.source.name}: no pod asks for a GPU, nothing to replay")
+    return Workload(name, cluster, tasks, demand, TargetWorkload.from_tasks(tasks))
 
 
 def arrival_order(

@@ -7,9 +7,12 @@ the FGD authors' results file is found (``<trace dir>/openb/`` or ``--published`
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import sys
 import time
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Annotated
 
@@ -26,11 +29,15 @@ from suanli.bench.report import (
     to_json,
     write_outputs,
 )
+from suanli.bench.variants import CellRow, cell_rows, grid, variant_sweep, verdict
 from suanli.cli.errors import fail, user_errors
 from suanli.core.registry import create
 from suanli.traces import find_trace_dir
+from suanli.traces.openb_variants import Variant, VariantError
 
-DEFAULT_POLICIES = (*PAPER_POLICIES, "frag-balance")
+DEFAULT_SHARING_PLACEMENT = "frag-balance"
+"""suanli's default placement for GPU-sharing clusters (docs/fgd.md)."""
+DEFAULT_POLICIES = (*PAPER_POLICIES, DEFAULT_SHARING_PLACEMENT)
 
 bench_app = typer.Typer(
     name="bench",
@@ -83,7 +90,10 @@ def fgd_command(
             "placement names (e.g. frag-balance). Default: the paper's six and frag-balance.",
         ),
     ] = None,
-    seeds: Annotated[str, typer.Option(help="Seeds, e.g. 42-51 or 42,43.")] = "42-51",
+    seeds: Annotated[
+        str | None,
+        typer.Option(help="Seeds, e.g. 42-51 or 42,43 (default 42-51; with --variants 42-44)."),
+    ] = None,
     order: Annotated[
         str, typer.Option(help="Pod order: shuffle (per seed, as the paper's runs) or trace.")
     ] = "shuffle",
@@ -105,6 +115,15 @@ def fgd_command(
         typer.Option(help="Write runs.csv, summary.csv, summary.json and allocation.png here."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    variants: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--variants",
+            help="Replay variants of one pod list (--pods, default: default) instead: 'grid' "
+            "(docs/fgd.md) or cells like 'share=0.6' or 'spec=0.5,cpu=2', separated by ';' "
+            "or repeated. Default policies FGD, BestFit and the default placement.",
+        ),
+    ] = None,
 ) -> None:
     """Replay openb pod lists under the FGD paper's protocol; compare with its results."""
     with user_errors():
@@ -112,7 +131,10 @@ def fgd_command(
             fail(f"--order: expected shuffle or trace, got {order!r}")
         if workers < 0:
             fail(f"--workers: must be >= 0 (got {workers})")
-        seed_list = parse_seeds(seeds)
+        if variants:
+            _variants_command(variants, pods, policies, seeds, trace_dir, workers, out, json_out)
+            return
+        seed_list = parse_seeds(seeds or "42-51")
         root = find_trace_dir(trace_dir)
         pod_lists = _split(pods or list(WORKLOADS))
         policy_list = _split(policies or list(DEFAULT_POLICIES))
@@ -152,6 +174,103 @@ def fgd_command(
                 fail(f"--out {out}: cannot write results: {e.strerror or e}")
             for path in written:
                 typer.echo(f"wrote {path}", err=json_out)
+
+
+def _variants_command(
+    variants: list[str],
+    pods: list[str] | None,
+    policies: list[str] | None,
+    seeds: str | None,
+    trace_dir: Path | None,
+    workers: int,
+    out: Path | None,
+    json_out: bool,
+) -> None:
+    seed_list = parse_seeds(seeds or "42-44")
+    root = find_trace_dir(trace_dir)
+    bases = _split(pods or ["default"])
+    if len(bases) != 1:
+        fail(f"--variants: give one base pod list with --pods, got {', '.join(bases)}")
+    base = bases[0]
+    load_workload(root, base)  # fails fast on a missing file
+    cells: list[Variant] = []
+    for item in variants:
+        for text in item.split(";"):
+            text = text.strip()
+            if text == "grid":
+                cells += grid()
+            elif text:
+                try:
+                    cells.append(Variant.parse(text))
+                except VariantError as e:
+                    fail(f"--variants: {e}")
+    cells = list(dict.fromkeys(cells))
+    policy_list = _split(policies or ["FGD", "BestFit", DEFAULT_SHARING_PLACEMENT])
+    for p in policy_list:
+        create("placement", PAPER_POLICIES.get(p, p))
+    if out is not None:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            fail(f"--out {out}: cannot create the directory: {e.strerror or e}")
+    n = workers or os.cpu_count() or 1
+    t0 = time.perf_counter()
+    try:
+        runs = variant_sweep(root, base, cells, policy_list, seed_list, workers=n)
+    except VariantError as e:
+        fail(f"--variants: {e}")
+    wall = time.perf_counter() - t0
+    rows = cell_rows(runs)
+    verdicts = [verdict(rows, p) for p in policy_list if p != "FGD" and "FGD" in policy_list]
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {"cells": [asdict(r) for r in rows], "verdicts": [asdict(v) for v in verdicts]},
+                indent=2,
+            )
+        )
+    else:
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        console.print(_variant_table(rows, policy_list))
+        for v in verdicts:
+            console.print(
+                f"{v.policy} vs {v.baseline}: at most FGD on {v.at_most_100}/{v.cells} cells at "
+                f"100% load and {v.at_most_130}/{v.cells} at 130%; mean ratio "
+                f"{v.mean_ratio_100:.3f} / {v.mean_ratio_130:.3f}; worst {v.worst_100[0]} "
+                f"{v.worst_100[1]:.3f} / {v.worst_130[0]} {v.worst_130[1]:.3f}"
+            )
+        console.print(
+            f"{len(runs)} replays ({len(cells)} variants of {base} × {len(policy_list)} policies "
+            f"× {len(seed_list)} seeds) in {wall:.1f} s on {n} process(es)"
+        )
+    if out is not None:
+        path = out / "variants.csv"
+        try:
+            with path.open("w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow([fl.name for fl in fields(CellRow)])
+                for r in rows:
+                    w.writerow([getattr(r, fl.name) for fl in fields(CellRow)])
+        except OSError as e:
+            fail(f"--out {out}: cannot write results: {e.strerror or e}")
+        typer.echo(f"wrote {path}", err=json_out)
+
+
+def _variant_table(rows: list[CellRow], policies: list[str]) -> Table:
+    t = Table(title="FGD replay on variants: unallocated GPU % (median over seeds; min-max)")
+    t.add_column("cell", justify="left")
+    for p in policies:
+        t.add_column(f"{p} @100", justify="right")
+        t.add_column(f"{p} @130", justify="right")
+    by = {(r.cell, r.policy): r for r in rows}
+    for cell in dict.fromkeys(r.cell for r in rows):
+        cells = [cell]
+        for p in policies:
+            r = by[(cell, p)]
+            cells += [f"{r.unalloc100:.2f} ({r.min100:.2f}-{r.max100:.2f})",
+                      f"{r.unalloc130:.2f} ({r.min130:.2f}-{r.max130:.2f})"]  # fmt: skip
+        t.add_row(*cells)
+    return t
 
 
 def _table(rows: list[SummaryRow], with_published: bool) -> Table:

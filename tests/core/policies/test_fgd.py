@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from builders import (
     MODELS,
+    T4,
+    V100,
     cluster,
     cpu_only,
     frac,
@@ -31,7 +33,7 @@ from suanli.core.frag import TargetWorkload
 from suanli.core.gang import place_job
 from suanli.core.model import MILLI, TaskRequest
 from suanli.core.policies.fgd import RELEARN_CAP, Fgd, FragmentationGrowth
-from suanli.core.policies.frag_balance import FragBalance, stranded
+from suanli.core.policies.frag_balance import FragBalance, model_pressure, stranded
 from suanli.core.view import ClusterView, OvercommitError, TaskPlacement
 
 FAST = settings(
@@ -494,6 +496,41 @@ def test_frag_balance_tightest_node_among_equal_points() -> None:
     bal = FragBalance(target)
     assert points_balance(bal, view, task(1)) == [50, 50, 50]
     assert chosen(bal, view, task(1)) == (1, (4,))
+
+
+def test_model_pressure_is_the_share_of_a_models_gpus_constrained_shapes_want() -> None:
+    # 8 V100 + 8 T4 GPUs. Half the demand (by GPU) may use only T4: if the workload filled
+    # the cluster, it would want 0.5 × 16 / 8 = all of the T4s (capped at 1); a shape that
+    # accepts V100 or T4 creates no pressure; 1/4 of the demand on {V100, T4} none either.
+    free = TaskRequest(gpus=1, gpu_milli=MILLI)
+    t4 = TaskRequest(gpus=1, gpu_milli=MILLI, gpu_models=frozenset({"T4"}))
+    both = TaskRequest(gpus=1, gpu_milli=MILLI, gpu_models=frozenset({"T4", "V100"}))
+    names, gpus = ("V100", "T4"), np.array([8, 8])
+    target = TargetWorkload.from_tasks([free, t4])
+    assert model_pressure(target, names, gpus).tolist() == [0.0, 0.0, 1.0]
+    target = TargetWorkload.from_tasks([free, free, free, t4, both, both, both, both])
+    # T4-only: 1/8 of the demand, over 8 of 16 GPUs: 0.25.
+    assert model_pressure(target, names, gpus) == pytest.approx([0.0, 0.0, 0.25])
+    assert not model_pressure(TargetWorkload.from_tasks([free, both]), names, gpus).any()
+
+
+def test_frag_balance_charges_what_a_task_takes_from_contended_models() -> None:
+    # Two idle nodes, 8 V100 and 8 T4; half the expected demand may use only T4 (pressure 1
+    # on T4). FGD's own measure already leans to V100 (there the T4 shape's fragment shrinks
+    # by 0.5 × 1000: 62 points against 50). frag-balance adds the 1000 milli-GPU a free task
+    # would take from the contended T4s: int(100 / (1 + e^(1000/500))) = 11 points, against
+    # 73 on the V100 node (-500 / 500). A T4 task fits only the T4 node and still goes there.
+    view = build(cluster(node("v", 8, V100), node("t", 8, T4)), [])
+    free = TaskRequest(gpus=1, gpu_milli=MILLI)
+    t4 = TaskRequest(gpus=1, gpu_milli=MILLI, gpu_models=frozenset({"T4"}))
+    target = TargetWorkload.from_tasks([free, t4])
+    assert points(Fgd(target), view, free) == [62, 50]
+    bal = FragBalance(target)
+    assert points_balance(bal, view, free) == [73, 11]
+    assert chosen(bal, view, free)[0] == 0
+    assert chosen(bal, view, t4)[0] == 1
+    # Without constrained shapes the term is zero: both nodes score the same.
+    assert points_balance(FragBalance(TargetWorkload.from_tasks([free])), view, free) == [50, 50]
 
 
 # ------------------------------------------------------------------ view.task_listeners

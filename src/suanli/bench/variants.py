@@ -1,0 +1,176 @@
+"""The FGD replay on workload variants: placements measured on pod lists nobody tuned them on.
+
+``suanli bench fgd --variants grid`` builds each cell of ``GRID`` from a base openb pod list
+(``suanli.traces.openb_variants``), a fresh variant for each seed (the seed that also
+shuffles and tunes its replay), and replays it under the FGD protocol (``suanli.bench.fgd``)
+with every policy asked. The grid moves one dimension at a time over its real range (the FGD
+artifact's own lists span it: ``gpushare40`` to ``gpushare100``, ``multigpu20`` to
+``multigpu50``, ``gpuspec10`` to ``gpuspec33``, ``cpu050`` to ``cpu250``), then takes the four
+corners of (share constrained to GPU models × CPU per pod).
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from suanli.bench.fgd import RunResult, Workload, replay, workload_from_pods
+from suanli.core.model import ClusterSpec
+from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
+from suanli.traces.openb_variants import Variant, make_variant
+
+GRID_AXES: dict[str, tuple[float, ...]] = {
+    "share": (0.1, 0.2, 0.4, 0.6, 0.8),
+    "multi": (0.0, 0.1, 0.2, 0.35, 0.5),
+    "spec": (0.1, 0.2, 0.33, 0.5, 0.67),
+    "cpu": (0.5, 0.75, 1.5, 2.0, 2.5),
+    "cpu_only": (0.05, 0.1, 0.3, 0.4, 0.5),
+}
+"""Each dimension's values (``Variant``'s fields; the base list's own value is left out)."""
+CORNERS: tuple[tuple[str, str], ...] = (("spec", "cpu"),)
+"""Pairs of dimensions whose four corners (each at its lowest and highest value) are cells."""
+
+
+def grid() -> list[Variant]:
+    """The grid's cells: one dimension at a time, then the corners."""
+    cells = [Variant(**{dim: v}) for dim, values in GRID_AXES.items() for v in values]  # type: ignore[arg-type]
+    for a, b in CORNERS:
+        for va in (min(GRID_AXES[a]), max(GRID_AXES[a])):
+            for vb in (min(GRID_AXES[b]), max(GRID_AXES[b])):
+                cells.append(Variant(**{a: va, b: vb}))  # type: ignore[arg-type]
+    return cells
+
+
+@functools.lru_cache(maxsize=2)
+def _base(trace_dir: str, base: str) -> tuple[OpenbPods, ClusterSpec]:
+    root = Path(trace_dir) / "openb"
+    path = Path(base) if Path(base).suffix else root / f"openb_pod_list_{base}.csv"
+    return load_openb_pods(path), load_openb_nodes(root / "openb_node_list_gpu_node.csv")
+
+
+@functools.lru_cache(maxsize=2)
+def _variant_workload(trace_dir: str, base: str, label: str, seed: int) -> Workload:
+    pods, cluster = _base(trace_dir, base)
+    return workload_from_pods(
+        label, cluster, make_variant(pods, cluster, Variant.parse(label), seed)
+    )
+
+
+def run_variant(args: tuple[str, str, str, str, int]) -> RunResult:
+    """One replay in a worker process: (trace dir, base list, variant label, policy, seed)."""
+    trace_dir, base, label, policy, seed = args
+    return replay(_variant_workload(trace_dir, base, label, seed), policy, seed)
+
+
+def variant_sweep(
+    trace_dir: Path,
+    base: str,
+    variants: Sequence[Variant],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    workers: int = 2,
+) -> list[RunResult]:
+    """Every (variant, seed, policy) replay, on ``workers`` processes (1: in this one)."""
+    jobs = [
+        (str(trace_dir), base, v.label, p, s) for v in variants for s in seeds for p in policies
+    ]
+    if workers <= 1:
+        return [run_variant(j) for j in jobs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        # A (variant, seed)'s replays are neighbours: a worker builds each variant once.
+        return list(pool.map(run_variant, jobs, chunksize=len(policies)))
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One cell and policy: medians over seeds and their range (unallocated GPU %)."""
+
+    cell: str
+    policy: str
+    seeds: int
+    unalloc100: float
+    unalloc130: float
+    min100: float
+    max100: float
+    min130: float
+    max130: float
+
+
+def cell_rows(runs: Sequence[RunResult]) -> list[CellRow]:
+    """One row per (cell, policy), in the order they first appear in ``runs``."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in runs:
+        groups.setdefault((r.workload, r.policy), []).append(r)
+    out = []
+    for (cell, policy), rs in groups.items():
+        u100 = [r.unalloc_pct[0] for r in rs]
+        u130 = [r.unalloc_pct[1] for r in rs]
+        out.append(
+            CellRow(
+                cell,
+                policy,
+                len(rs),
+                statistics.median(u100),
+                statistics.median(u130),
+                min(u100),
+                max(u100),
+                min(u130),
+                max(u130),
+            )  # fmt: skip
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How ``policy`` did against ``baseline`` over the cells (medians of unallocated %)."""
+
+    policy: str
+    baseline: str
+    cells: int
+    at_most_100: int
+    """Cells where the policy left at most the baseline's share at 100% load."""
+    at_most_130: int
+    mean_ratio_100: float
+    """Mean over cells of policy / baseline at 100% load."""
+    mean_ratio_130: float
+    worst_100: tuple[str, float]
+    """The cell with the highest ratio at 100% load, and that ratio."""
+    worst_130: tuple[str, float]
+
+
+def _ratio(ours: float, theirs: float) -> float:
+    """``ours / theirs``; where the baseline left nothing, 1 if we did too, else infinity."""
+    if theirs > 0:
+        return ours / theirs
+    return 1.0 if ours <= 0 else float("inf")
+
+
+def verdict(rows: Sequence[CellRow], policy: str, baseline: str = "FGD") -> Verdict:
+    """``policy`` against ``baseline`` on every cell both ran."""
+    by = {(r.cell, r.policy): r for r in rows}
+    cells = [
+        c for c in dict.fromkeys(r.cell for r in rows) if (c, policy) in by and (c, baseline) in by
+    ]
+    if not cells:
+        raise ValueError(f"no cell has both {policy} and {baseline}")
+    r100 = {c: _ratio(by[(c, policy)].unalloc100, by[(c, baseline)].unalloc100) for c in cells}
+    r130 = {c: _ratio(by[(c, policy)].unalloc130, by[(c, baseline)].unalloc130) for c in cells}
+    w100 = max(r100.items(), key=lambda kv: kv[1])
+    w130 = max(r130.items(), key=lambda kv: kv[1])
+    return Verdict(
+        policy,
+        baseline,
+        len(cells),
+        sum(1 for c in cells if by[(c, policy)].unalloc100 <= by[(c, baseline)].unalloc100),
+        sum(1 for c in cells if by[(c, policy)].unalloc130 <= by[(c, baseline)].unalloc130),
+        statistics.fmean(r100.values()),
+        statistics.fmean(r130.values()),
+        w100,
+        w130,
+    )
