@@ -308,7 +308,6 @@ def test_series_allocation_never_exceeds_capacity() -> None:
     assert res.finished == 30
 
 
-
 def test_the_simulator_takes_lost_and_kept_work_from_the_preempt_decision() -> None:
     """The applier's contract (``core.decisions.Applier``): the work a preemption loses and
     keeps are the decision's own figures; the simulator does not work them out again."""
@@ -351,3 +350,24 @@ def test_the_simulator_takes_lost_and_kept_work_from_the_preempt_decision() -> N
     t = times(res)
     assert t["X"] == (100.0, 110.0)
     assert t["V"] == (0.0, 110.0 + 5.0 + 460.0)
+
+
+def test_only_large_replays_collect_and_freeze_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full collection costs as much as the process's heap: a small replay, which tests and
+    what-if callers run by the hundred in a big process, must not pay it on every call; a
+    replay of GC_FREEZE_JOBS jobs or more still freezes (its own objects would otherwise be
+    traversed again and again)."""
+    import gc
+
+    from suanli.sim import engine
+
+    calls: list[str] = []
+    monkeypatch.setattr(engine.gc, "collect", lambda *a: calls.append("collect") or 0)
+    monkeypatch.setattr(engine.gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(engine.gc, "unfreeze", lambda: calls.append("unfreeze"))
+    simulate(gpus_cluster(8), THREE, PolicySet("fifo", "best-fit"))
+    assert calls == []
+    monkeypatch.setattr(engine, "GC_FREEZE_JOBS", 3)
+    res = simulate(gpus_cluster(8), THREE, PolicySet("fifo", "best-fit"))
+    assert calls == ["collect", "freeze", "unfreeze"] and res.finished == 3
+    assert gc.isenabled()
