@@ -14,7 +14,8 @@ from suanli.cli.main import app
 from suanli.workload.info import WorkloadInfo
 
 SMALL = ["--cluster", "2x8xV100", "--jobs", "300"]
-DEFAULT_LABELS = list(simulate_cli.DEFAULT_POLICIES)
+DEFAULT_LABELS = [*simulate_cli.DEFAULT_POLICIES, simulate_cli.SHARING_DEFAULT_POLICY]
+"""The synthetic workload has jobs on shares of GPUs: the sharing default joins the six."""
 
 
 @pytest.fixture()

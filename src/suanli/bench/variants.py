@@ -23,14 +23,25 @@ from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
 from suanli.traces.openb_variants import Variant, make_variant
 
 GRID_AXES: dict[str, tuple[float, ...]] = {
-    "share": (0.1, 0.2, 0.4, 0.6, 0.8),
-    "multi": (0.0, 0.1, 0.2, 0.35, 0.5),
-    "spec": (0.1, 0.2, 0.33, 0.5, 0.67),
-    "cpu": (0.5, 0.75, 1.5, 2.0, 2.5),
-    "cpu_only": (0.05, 0.1, 0.3, 0.4, 0.5),
+    "share": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0),
+    "multi": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
+    "spec": (0.05, 0.1, 0.2, 0.25, 0.33),
+    "cpu_only": (0.05, 0.09, 0.15, 0.25, 0.33),
+    "cpu": (0.5, 0.75, 0.9, 1.1, 1.2),
 }
-"""Each dimension's values (``Variant``'s fields; the base list's own value is left out)."""
-CORNERS: tuple[tuple[str, str], ...] = (("spec", "cpu"),)
+"""Each dimension's values (``Variant``'s fields), over the range real lists show:
+
+- ``share``, ``multi``, ``spec``: the artifact's own lists (``gpushare40``-``gpushare100``,
+  ``multigpu20``-``multigpu50``, ``gpuspec10``-``gpuspec33``) and below them, to none;
+- ``cpu_only``: the artifact's CPU lists vary only the CPU-only pods (``cpu050`` has the
+  default list's GPU pods and a third of its CPU-only pods): from ``cpu050``'s 9% of the CPU
+  asked up to where the list asks about 92% of the cluster's CPU, as ``cpu250`` does if its
+  CPU-only pods ask 2.5 × ``cpu100``'s;
+- ``cpu`` (not varied by the artifact): GPU pods' CPU from half to the most that keeps the
+  list's CPU within the cluster's (the default list asks 80% of it; × 1.2, 96%). Past that a
+  list cannot run on the cluster whatever the placement: GPUs are left idle for want of CPU.
+"""
+CORNERS: tuple[tuple[str, str], ...] = (("spec", "cpu"), ("spec", "cpu_only"))
 """Pairs of dimensions whose four corners (each at its lowest and highest value) are cells."""
 
 

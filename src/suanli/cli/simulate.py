@@ -65,6 +65,9 @@ DEFAULT_POLICIES = (
     "sjf+best-fit",
     "smallest-first+packing",
 )
+SHARING_DEFAULT_POLICY = "fifo+frag-balance"
+"""Added to the defaults when jobs ask for shares of GPUs: frag-balance is suanli's default
+placement for GPU-sharing clusters (docs/fgd.md)."""
 FOOTNOTE = (
     "GPU allocation: the time-weighted share of the GPUs that jobs hold, over the measurement "
     "window. GPU utilisation: the share kept busy. A job keeps the GPUs it holds busy only "
@@ -439,7 +442,9 @@ def simulate_command(
             metavar="QUEUE[/MODE]+PLACEMENT",
             help="Policy set QUEUE[/MODE]+PLACEMENT (MODE: skip, strict, easy, easy-oracle, "
             "conservative, conservative-oracle), repeatable "
-            f"(default: {', '.join(DEFAULT_POLICIES)}). See `suanli policies`.",
+            f"(default: {', '.join(DEFAULT_POLICIES)}; and {SHARING_DEFAULT_POLICY}, the default "
+            "placement for GPU-sharing clusters, when jobs ask for shares of GPUs). See "
+            "`suanli policies`.",
         ),
     ] = None,
     cycle_interval: Annotated[
@@ -555,6 +560,9 @@ def simulate_command(
             else:
                 workload, info = generate_workload(config, spec, bars)
                 profile = parse_duty(config.duty)
+            if policy is None and any(j.task.fractional for j in workload):
+                # GPU-sharing workload: add suanli's default placement for it (docs/fgd.md).
+                policies = resolve_policies((*DEFAULT_POLICIES, SHARING_DEFAULT_POLICY))
             check_explain(explain or [], workload)
             make_book = budget_books(budgets, prices, epoch, spec)
             tenancy = (

@@ -53,7 +53,8 @@ def big(name: str, gpus: int = 8, **kw: object):  # type: ignore[no-untyped-def]
 def points(policy, view: ClusterView, t: TaskRequest) -> list[float]:  # type: ignore[no-untyped-def]
     """The integer points of every node that can take ``t`` (higher wins)."""
     nodes = view.feasible(t).nonzero()[0]
-    return (-policy.score(view, t, 1, nodes, rng())).tolist()
+    # FGD adds the capacity left, far below one point, to break ties: round it away.
+    return (-np.round(policy.score(view, t, 1, nodes, rng()))).tolist()
 
 
 def chosen(policy, view: ClusterView, t: TaskRequest) -> tuple[int, tuple[int, ...]]:  # type: ignore[no-untyped-def]
@@ -239,10 +240,11 @@ def test_fgd_least_growth_node_and_gpu() -> None:
 # (id, setup, task, points, node): target {500-shape: 1}, two 4-GPU nodes.
 # fmt: off
 FGD_TIES = [
+    # Idle nodes tie on points and on the capacity left: the lower index wins.
     ("idle-nodes-tie", [], frac(30), [50, 50], 0),
     # n1 GPU 0 has 30 free: filling it shrinks the fragment by 30 (sigmoid(.03) -> 50 points),
-    # the same points as n0's growth 0: the lower index wins.
-    ("points-tie-lowest-index", [(1, [0], frac(970))], frac(30), [50, 50], 0),
+    # the same points as n0's growth 0: the node left with less capacity (n1) wins.
+    ("points-tie-tightest", [(1, [0], frac(970))], frac(30), [50, 50], 1),
     # ... but 100 less fragment is 52 points.
     ("larger-reduction-wins", [(1, [0], frac(900))], frac(100), [50, 52], 1),
 ]
@@ -252,7 +254,7 @@ FGD_TIES = [
 @pytest.mark.parametrize(
     "setup, t, want_points, want_node", [c[1:] for c in FGD_TIES], ids=[c[0] for c in FGD_TIES]
 )
-def test_fgd_ties_go_to_the_lowest_index(setup, t, want_points, want_node) -> None:  # type: ignore[no-untyped-def]
+def test_fgd_ties_go_to_the_tightest_node_then_the_lowest_index(setup, t, want_points, want_node) -> None:  # type: ignore[no-untyped-def]
     view = build(gpus_cluster(4, 4), setup)
     pol = fgd({HALF: 1})
     assert points(pol, view, t) == want_points
@@ -492,7 +494,8 @@ def test_frag_balance_tightest_node_among_equal_points() -> None:
     view = build(gpus_cluster(8, 8, 8), [(1, [0, 1, 2, 3], task(4)), (2, [0, 1], task(2))])
     target = TargetWorkload.from_tasks([task(1)])
     assert points(Fgd(target), view, task(1)) == [50, 50, 50]
-    assert chosen(Fgd(target), view, task(1))[0] == 0
+    assert chosen(Fgd(target), view, task(1)) == (1, (4,))  # FGD breaks ties the same way
+    view = build(gpus_cluster(8, 8, 8), [(1, [0, 1, 2, 3], task(4)), (2, [0, 1], task(2))])
     bal = FragBalance(target)
     assert points_balance(bal, view, task(1)) == [50, 50, 50]
     assert chosen(bal, view, task(1)) == (1, (4,))

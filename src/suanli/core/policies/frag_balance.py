@@ -88,7 +88,7 @@ def stranded(
 
 @register("placement", "frag-balance")
 class FragBalance(FragmentationGrowth):
-    """suanli: least growth of fragmentation plus GPUs stranded by CPU/memory; tightest node among near-equals."""
+    """suanli (default for GPU-sharing clusters): least growth of fragmentation, stranded GPUs and contended models; tightest node among near-equals."""
 
     def __init__(
         self, target: TargetWorkload | None = None, balance: float = BALANCE, holes: float = HOLES
