@@ -6,6 +6,10 @@ The cases cover every queue order and every placement at least once, and every p
 (queue order, mode, quotas, preemption, budgets) at least once; the last test checks that
 the fixture still does.
 
+The FGD and frag-balance cases were recorded again when FGD's ties came to go to the tightest
+node and frag-balance came to charge contended GPU models (docs/fgd.md): those 7 cases and no
+other changed.
+
 The two Philly-slice cases were recorded again, alone, when trace durations came to be read on
 the trace's own hardware (``suanli.core.speed``): the slices replay on ``6x8xV100``, not on
 Philly's K80s and P40s, so each job now runs ``duration × 0.4484 / 1.0`` (the GPU-weighted
@@ -54,16 +58,18 @@ BEFORE_NATIVE_TIME = {
         "budget_verdicts": 0,
     },
     "39-philly-drf-easy-fgd": {
-        "stream": "70abe0e4b4c9a75ce2756cb71308d380d38e094feabc7d182532f109fcc5272c",
-        "decisions": 1787,
-        "cycles": 962,
-        "outcome": "3ba9ea89f2f3271754a61d9b576b65b9f0f29a2029c8fce7b37b686103bb7d15",
+        "stream": "65270b9bd0393d743f4adb0669115798fbf23012c2da44054d4d812ab6114cb2",
+        "decisions": 2032,
+        "cycles": 959,
+        "outcome": "2aaeeca4601b8a7b2c45a050ea714681ceb0d3e5f7a3608bd6eb0f573fe051fa",
         "finished": 500,
         "preemptions": 0,
         "budget_verdicts": 0,
     },
 }
-"""The Philly slices' digests as first recorded, when trace durations were read at V100 = 1.0."""
+"""The Philly slices' digests as first recorded, when trace durations were read at V100 = 1.0
+(the FGD case's recorded again at that basis when FGD's ties came to go to the tightest
+node: the change meant to move FGD's decisions, and only those)."""
 
 
 @pytest.mark.parametrize("name", sorted(BEFORE_NATIVE_TIME))
