@@ -54,8 +54,8 @@ def make_up(p: OpenbPods) -> dict[str, float]:
         "gpu": float(d.sum()),
         "share": float(d[p.fractional].sum() / d.sum()),
         "multi": float(d[p.num_gpu > 1].sum() / d.sum()),
-        "spec": sum(1 for i in np.flatnonzero(gpu) if p.gpu_spec[i]) / int(gpu.sum()),
-        "cpu_only": float(cpu[~gpu].sum() / cpu.sum()),
+        "spec": sum(float(d[i]) for i in np.flatnonzero(gpu) if p.gpu_spec[i]) / d.sum(),
+        "cpu_only": float((~gpu).sum() / len(p)),
         "cpu_per_gpu_pod": float(cpu[gpu].mean()),
     }
 
@@ -94,7 +94,7 @@ def test_each_dimension_reaches_its_share_and_leaves_the_others(
         assert after[other] == pytest.approx(before[other], abs=0.02), other
 
 
-def test_cpu_per_pod_scales_gpu_pods_and_keeps_the_cpu_only_share() -> None:
+def test_cpu_per_pod_scales_gpu_pods_and_keeps_the_cpu_only_pods() -> None:
     src = synthetic()
     before = make_up(src)
     out = make_variant(src, cluster(), Variant(cpu=2.0), seed=5)

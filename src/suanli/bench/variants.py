@@ -26,20 +26,16 @@ GRID_AXES: dict[str, tuple[float, ...]] = {
     "share": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0),
     "multi": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
     "spec": (0.05, 0.1, 0.2, 0.25, 0.33),
-    "cpu_only": (0.05, 0.09, 0.15, 0.25, 0.33),
+    "cpu_only": (0.0, 0.05, 0.1, 0.2, 0.25),
     "cpu": (0.5, 0.75, 0.9, 1.1, 1.2),
 }
-"""Each dimension's values (``Variant``'s fields), over the range real lists show:
-
-- ``share``, ``multi``, ``spec``: the artifact's own lists (``gpushare40``-``gpushare100``,
-  ``multigpu20``-``multigpu50``, ``gpuspec10``-``gpuspec33``) and below them, to none;
-- ``cpu_only``: the artifact's CPU lists vary only the CPU-only pods (``cpu050`` has the
-  default list's GPU pods and a third of its CPU-only pods): from ``cpu050``'s 9% of the CPU
-  asked up to where the list asks about 92% of the cluster's CPU, as ``cpu250`` does if its
-  CPU-only pods ask 2.5 × ``cpu100``'s;
-- ``cpu`` (not varied by the artifact): GPU pods' CPU from half to the most that keeps the
-  list's CPU within the cluster's (the default list asks 80% of it; × 1.2, 96%). Past that a
-  list cannot run on the cluster whatever the placement: GPUs are left idle for want of CPU.
+"""Each dimension's values (``Variant``'s fields), over the range of the artifact's own lists
+(its plot scripts' axes, ``experiments/plot/plot_openb_*_alloc_bar.py``): ``gpushare``
+20-100% and ``multigpu`` 20-50% of the GPU request, ``gpuspec`` 5-33% of it constrained to
+GPU models, ``cpu`` 0-25% of the tasks CPU-only (``cpu0`` to ``cpu250``; at 25% the list
+asks about all the cluster's CPU), each down to none or 10%. ``cpu`` (CPU per GPU pod, not
+an axis of the artifact's) runs from half to the most that keeps the list's CPU within the
+cluster's: the default list asks 80% of it, × 1.2 96%.
 """
 CORNERS: tuple[tuple[str, str], ...] = (("spec", "cpu"), ("spec", "cpu_only"))
 """Pairs of dimensions whose four corners (each at its lowest and highest value) are cells."""

@@ -17,13 +17,14 @@ source list has it, and a variant that changes nothing is the source list itself
   20.4%). The kinds of GPU pod not asked for (sharing, multi-GPU, one whole GPU) share what
   is left in the proportions the source has between them, as the artifact's lists do
   (``multigpu20``'s sharing pods: 28.5% × 79.6 / 92.7 = 24.4%); ``share + multi <= 1``;
-- ``spec``: the share of GPU pods constrained to GPU models. Constraints are drawn from
+- ``spec``: the share of the GPU request held by pods constrained to GPU models (the
+  artifact's ``gpuspec*`` axis: "in terms of GPU requests"). Constraints are drawn from
   ``CONSTRAINT_MIX``, the mix a real constrained openb list shows, kept to the models the node
   list has and to constraints some node of those models can hold the pod on;
 - ``cpu``: every GPU pod's CPU × this factor (at most the CPU of the largest node that could
-  hold the pod, so that no pod becomes impossible);
-- ``cpu_only``: the CPU-only pods' share of all the CPU the list asks (default 22.5%, the
-  ``cpu050`` list 9.0%).
+  hold the pod, so that no pod becomes impossible); not an axis of the artifact's;
+- ``cpu_only``: the CPU-only pods' share of the pods (the artifact's ``cpu*`` axis, "in terms
+  of task number": ``cpu050`` 5%, ``cpu250`` 25%; the default list 13.3%).
 
 How a share is reached: the pods of that kind are the source's, with copies of pods of the
 same kind drawn uniformly at random (with replacement) appended while the kind's total is
@@ -245,20 +246,8 @@ def make_variant(
     specs = [pods.gpu_spec[i] for i in gpu_rows.tolist()]
     ngpu = pods.num_gpu[gpu_rows]
     if variant.spec is not None:
-        want = round(variant.spec * len(gpu_rows))
-        constrained = [j for j, s in enumerate(specs) if s]
-        free = [j for j, s in enumerate(specs) if not s]
-        if want > len(constrained):
-            nodes = _Nodes(cluster)
-            choices = _constraints(cluster, mix)
-            rng.shuffle(free)
-            for j in free[: want - len(constrained)]:
-                cpu_j = int(pods.cpu_milli[gpu_rows[j]] * variant.cpu)
-                specs[j] = _draw(choices, nodes, int(ngpu[j]), cpu_j, rng)
-        elif want < len(constrained):
-            rng.shuffle(constrained)
-            for j in constrained[: len(constrained) - want]:
-                specs[j] = frozenset()
+        _constrain(specs, demand[gpu_rows], ngpu, pods.cpu_milli[gpu_rows] * variant.cpu,
+                   variant.spec, cluster, mix, rng)  # fmt: skip
     gpu_cpu = pods.cpu_milli[gpu_rows].copy()
     if variant.cpu != 1.0:
         nodes = _Nodes(cluster)
@@ -266,20 +255,16 @@ def make_variant(
             was = int(gpu_cpu[j])
             cap = max(nodes.largest_cpu(int(ngpu[j]), specs[j]), was)
             gpu_cpu[j] = max(1, min(int(round(was * variant.cpu)), cap))
-    # CPU-only pods: their CPU's share of all CPU as asked (default: the source's share).
-    cpu = pods.cpu_milli.astype(np.float64)
+    # CPU-only pods: their share of the pods as asked (default: the source's share).
     cpu_idx = np.flatnonzero(kinds["cpu_only"])
     cpu_copies = cpu_idx[:0]
-    if variant.cpu_only is not None or variant.cpu != 1.0 or changed:
+    if variant.cpu_only is not None or changed:
         if variant.cpu_only is not None:
             cpu_share = float(variant.cpu_only)
         else:
-            all_cpu = float(cpu.sum())
-            cpu_share = float(cpu[cpu_idx].sum()) / all_cpu if all_cpu else 0.0
-        if cpu_share >= 1.0:
-            raise VariantError(f"{pods.source.name}: only CPU-only pods ask for CPU")
-        target = cpu_share / (1.0 - cpu_share) * float(gpu_cpu.sum())
-        cpu_idx, cpu_copies = _adjust(cpu_idx, cpu, target, rng, "CPU-only")
+            cpu_share = len(cpu_idx) / len(pods)
+        target = cpu_share / (1.0 - cpu_share) * len(gpu_rows)
+        cpu_idx, cpu_copies = _adjust(cpu_idx, np.ones(len(pods)), target, rng, "CPU-only")
     # The variant: the source's pods in their order, then the copies in the order made.
     n_gpu_kept = sum(len(k) for k in kept)
     rows = np.concatenate((gpu_rows[:n_gpu_kept], cpu_idx))
@@ -311,6 +296,48 @@ def make_variant(
         deletion_time=out.deletion_time,
         scheduled_time=out.scheduled_time,
     )
+
+
+def _constrain(
+    specs: list[frozenset[str]],
+    demand: np.ndarray,
+    ngpu: np.ndarray,
+    cpu: np.ndarray,
+    share: float,
+    cluster: ClusterSpec,
+    mix: Mapping[frozenset[str], int],
+    rng: np.random.Generator,
+) -> None:
+    """Set or lift constraints on GPU pods chosen at random (``specs`` in place) until the
+    constrained pods hold about ``share`` of the GPU request (``demand``)."""
+    total = float(demand.sum())
+    want = share * total
+    have = float(sum(demand[j] for j, s in enumerate(specs) if s))
+    if want > have:
+        nodes, choices = _Nodes(cluster), _constraints(cluster, mix)
+        free = [j for j, s in enumerate(specs) if not s]
+        rng.shuffle(free)
+        for j in free:
+            if have >= want:
+                break
+            d = float(demand[j])
+            if have + d - want > want - have:  # constraining it overshoots by more
+                continue
+            s = _draw(choices, nodes, int(ngpu[j]), int(cpu[j]), rng)
+            if s:
+                specs[j] = s
+                have += d
+    elif want < have:
+        constrained = [j for j, s in enumerate(specs) if s]
+        rng.shuffle(constrained)
+        for j in constrained:
+            if have <= want:
+                break
+            d = float(demand[j])
+            if want - (have - d) > have - want:  # lifting it undershoots by more
+                continue
+            specs[j] = frozenset()
+            have -= d
 
 
 def _draw(
