@@ -10,7 +10,7 @@ frag-balance, 21 replays on two processes. Checked against the FGD authors' publ
 
 Measured with these seeds (unallocated GPU % at 100% load, median; published in brackets):
 Random 14.11 (13.75), DotProd 9.94 (9.44), GpuClustering 9.61 (8.42), GpuPacking 9.30 (8.19),
-BestFit 7.10 (7.09), FGD 4.91 (4.77), frag-balance 4.26 (bound 0.9 x 4.77 = 4.293).
+BestFit 7.10 (7.09), FGD 4.74 (4.77), frag-balance 4.26 (bound 0.9 x 4.77 = 4.293).
 
 Skipped, with a message saying where they were looked for, when the traces are absent.
 """
