@@ -299,3 +299,28 @@ def test_variants_take_one_base_list(runner: CliRunner, tiny_dir: Path) -> None:
         run(runner, "--trace-dir", str(tiny_dir), "--pods", "tiny,default", "--variants", "source")
     )
     assert "--variants: give one base pod list with --pods" in line
+
+
+def test_written_variant_lists_replay_with_pods_file(
+    runner: CliRunner, tiny_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "v"
+    result = run(
+        runner, *tiny_args(tiny_dir, "--variants", "share=0.6;spec=0.5", "--policies", "FGD",
+                           "--seeds", "3-4", "--out", str(out), "--write-lists"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lists = sorted(p.name for p in (out / "lists").iterdir())
+    assert lists == ["openb_pod_list_tiny_share-0.6_s3.csv", "openb_pod_list_tiny_spec-0.5_s3.csv"]
+    again = run(
+        runner, "--trace-dir", str(tiny_dir), "--pods", str(out / "lists" / lists[1]),
+        "--policies", "FGD", "--seeds", "3", "--workers", "1", "--json",
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    (row,) = json.loads(again.stdout)
+    assert row["workload"] == "tiny_spec-0.5_s3" and row["seeds"] == 1
+
+
+def test_write_lists_needs_variants_and_out(runner: CliRunner, tiny_dir: Path) -> None:
+    line = one_line_error(run(runner, *tiny_args(tiny_dir, "--seeds", "1", "--write-lists")))
+    assert "--write-lists: needs --variants and --out" in line

@@ -20,7 +20,7 @@ from pathlib import Path
 from suanli.bench.fgd import RunResult, Workload, replay, workload_from_pods
 from suanli.core.model import ClusterSpec
 from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
-from suanli.traces.openb_variants import Variant, make_variant
+from suanli.traces.openb_variants import Variant, make_variant, write_openb_pods
 
 GRID_AXES: dict[str, tuple[float, ...]] = {
     "share": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0),
@@ -64,6 +64,23 @@ def _variant_workload(trace_dir: str, base: str, label: str, seed: int) -> Workl
     return workload_from_pods(
         label, cluster, make_variant(pods, cluster, Variant.parse(label), seed)
     )
+
+
+def write_variant_lists(
+    trace_dir: Path, base: str, variants: Sequence[Variant], seed: int, folder: Path
+) -> list[Path]:
+    """Each variant of ``base`` made with ``seed``, written in openb's format to
+    ``folder/openb_pod_list_<base>_<cell>_s<seed>.csv`` (``=`` and ``,`` of the cell's label
+    become ``-`` and ``_``)."""
+    pods, cluster = _base(str(trace_dir), base)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = Path(base).stem.removeprefix("openb_pod_list_")
+    out = []
+    for v in variants:
+        tag = v.label.replace("=", "-").replace(",", "_")
+        path = folder / f"openb_pod_list_{stem}_{tag}_s{seed}.csv"
+        out.append(write_openb_pods(make_variant(pods, cluster, v, seed), path))
+    return out
 
 
 def run_variant(args: tuple[str, str, str, str, int]) -> RunResult:

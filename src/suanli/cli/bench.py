@@ -29,7 +29,14 @@ from suanli.bench.report import (
     to_json,
     write_outputs,
 )
-from suanli.bench.variants import CellRow, cell_rows, grid, variant_sweep, verdict
+from suanli.bench.variants import (
+    CellRow,
+    cell_rows,
+    grid,
+    variant_sweep,
+    verdict,
+    write_variant_lists,
+)
 from suanli.cli.errors import fail, user_errors
 from suanli.core.registry import create
 from suanli.traces import find_trace_dir
@@ -124,6 +131,14 @@ def fgd_command(
             "or repeated. Default policies FGD, BestFit and the default placement.",
         ),
     ] = None,
+    write_lists: Annotated[
+        bool,
+        typer.Option(
+            "--write-lists",
+            help="With --variants and --out: also write each cell's pod list (first seed) "
+            "in openb's format, under <out>/lists/, for --pods FILE or other tools.",
+        ),
+    ] = False,
 ) -> None:
     """Replay openb pod lists under the FGD paper's protocol; compare with its results."""
     with user_errors():
@@ -131,8 +146,12 @@ def fgd_command(
             fail(f"--order: expected shuffle or trace, got {order!r}")
         if workers < 0:
             fail(f"--workers: must be >= 0 (got {workers})")
+        if write_lists and (not variants or out is None):
+            fail("--write-lists: needs --variants and --out")
         if variants:
-            _variants_command(variants, pods, policies, seeds, trace_dir, workers, out, json_out)
+            _variants_command(
+                variants, pods, policies, seeds, trace_dir, workers, out, json_out, write_lists
+            )
             return
         seed_list = parse_seeds(seeds or "42-51")
         root = find_trace_dir(trace_dir)
@@ -185,6 +204,7 @@ def _variants_command(
     workers: int,
     out: Path | None,
     json_out: bool,
+    write_lists: bool = False,
 ) -> None:
     seed_list = parse_seeds(seeds or "42-44")
     root = find_trace_dir(trace_dir)
@@ -254,6 +274,9 @@ def _variants_command(
         except OSError as e:
             fail(f"--out {out}: cannot write results: {e.strerror or e}")
         typer.echo(f"wrote {path}", err=json_out)
+        if write_lists:
+            for path in write_variant_lists(root, base, cells, seed_list[0], out / "lists"):
+                typer.echo(f"wrote {path}", err=json_out)
 
 
 def _variant_table(rows: list[CellRow], policies: list[str]) -> Table:
