@@ -7,7 +7,7 @@ Many nodes tie on that score (a CPU-only task makes no fragment on most nodes); 
 the node left with the least free capacity (``seams.remaining_after``: GPU, then CPU and
 memory), then to the first in list order. That is what reproduces the paper's published
 figures on every openb list as CPU demand grows; ties to the first node alone piled CPU-only
-pods onto the first nodes of the list, whose GPUs then lacked CPU, and drifted 0.2 to 1.8
+pods onto the first nodes of the list, whose GPUs then lacked CPU, and drifted 0.2 to 2.2
 points above them on the CPU-heavy lists (docs/fgd.md, "A faithful FGD").
 
 The target workload is either given (``target=``, or ``set_target``: what the paper does,
