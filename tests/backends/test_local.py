@@ -34,10 +34,12 @@ from local_backend import (
 from suanli.backends import Backend, Handle, Launch, LocalBackend, Outcome
 from suanli.backends.base import (
     LOADER_VARIABLES,
+    RENDEZVOUS_PORTS,
     Elastic,
     job_dir_name,
     loader_variables,
     merged_environment,
+    rendezvous_port,
     task_environment,
 )
 from suanli.backends.shim import proc_stat
@@ -107,6 +109,32 @@ def test_task_environment_without_processes() -> None:
     assert merged["CUDA_VISIBLE_DEVICES"] == ""
     assert merged["A"] == "1" and merged["PATH"] == "/bin"
     assert "SUANLI_CHECKPOINT_DIR" not in merged
+
+
+def test_a_gang_task_is_told_its_rendezvous_and_cannot_be_told_otherwise() -> None:
+    spec = launch(command=("x",), env=(("RANK", "7"), ("MASTER_PORT", "1")),
+                  rendezvous=(4, 3, 2, 1, "10.0.0.5", 23456))  # fmt: skip
+    env = merged_environment(spec, {"WORLD_SIZE": "99", "MASTER_ADDR": "elsewhere"})
+    assert {k: env[k] for k in ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK",
+                                "MASTER_ADDR", "MASTER_PORT")} == {
+        "WORLD_SIZE": "4", "RANK": "3", "LOCAL_WORLD_SIZE": "2", "LOCAL_RANK": "1",
+        "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "23456",
+    }  # fmt: skip
+    alone = merged_environment(launch(command=("x",)), {"RANK": "5", "MASTER_PORT": "9"})
+    assert "RANK" not in alone and "MASTER_PORT" not in alone  # the server's never leak
+    for bad, field in [((2, 2, 1, 0, "h", 1), "rank"), ((2, 0, 1, 1, "h", 1), "local_rank"),
+                       ((2, 0, 1, 0, "", 1), "master_addr"), ((2, 0, 1, 0, "h", 0), "master_port"),
+                       ((2, 0, 1, 0, "a b", 5), "master_addr")]:  # fmt: skip
+        with pytest.raises(ValueError, match=field):
+            launch(command=("x",), rendezvous=bad)
+
+
+def test_rendezvous_ports_are_stable_per_attempt_and_in_range() -> None:
+    ports = {rendezvous_port(f"j{i}", a) for i in range(200) for a in (1, 2)}
+    assert all(RENDEZVOUS_PORTS[0] <= p < RENDEZVOUS_PORTS[1] for p in ports)
+    assert len(ports) > 380  # 400 attempts: few share a port
+    assert rendezvous_port("job-1", 1) == rendezvous_port("job-1", 1)
+    assert rendezvous_port("job-1", 1) != rendezvous_port("job-1", 2)
 
 
 def test_loader_variables_are_dropped_unless_allowed() -> None:

@@ -35,7 +35,18 @@ SUANLI_VARIABLES: tuple[str, ...] = (
     "SUANLI_ELASTIC_FILE",
     "SUANLI_WORLD_SIZE",
     "SUANLI_RANK",
+    # The gang rendezvous (``Launch.rendezvous``): what PyTorch's ``env://`` initialisation
+    # and ``torchrun``'s workers read.
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
 )
+
+RENDEZVOUS_PORTS = (20_000, 40_000)
+"""The range ``rendezvous_port`` draws from (half-open)."""
 
 RESIZE_SIGNAL = signal.SIGUSR1
 """Sent to a surviving task of an elastic job once its elastic file says its new world size
@@ -125,6 +136,16 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def rendezvous_port(job_id: str, attempt: int) -> int:
+    """The port rank 0 of a gang attempt listens on: a stable function of the attempt, so a
+    task relaunched after a control-plane restart is told the same one, and two attempts of
+    one job differ. The Slurm convention (``MASTER_PORT = 10000 + job id mod 20000``) made
+    stable for any job id; like it, it can meet a port another program holds."""
+    digest = hashlib.sha256(f"{job_id}\0{attempt}".encode("utf-8", "surrogatepass")).digest()
+    lo, hi = RENDEZVOUS_PORTS
+    return lo + int.from_bytes(digest[:4], "big") % (hi - lo)
+
+
 def _finite_non_negative(field: str, value: float) -> None:
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise ValueError(f"{field}: must be a number, got {value!r}")
@@ -155,7 +176,10 @@ class Launch:
     ``allowed_env`` names the loader variables (:data:`LOADER_VARIABLES`) the user's ``env``
     may set; others are dropped from the task's environment. ``elastic`` is, for a task of
     an elastic job, ``(world_size, rank, generation)``: what its elastic file says when it
-    starts (see :class:`Elastic`).
+    starts (see :class:`Elastic`). ``rendezvous`` is, for a task of a job of more than one
+    task, ``(world_size, rank, local_world_size, local_rank, master_addr, master_port)``:
+    the gang's size, the task's rank in it, the tasks on its node and its rank among them,
+    and where rank 0 listens (see :func:`task_environment`).
     """
 
     job_id: str
@@ -176,6 +200,7 @@ class Launch:
     log_min_free_bytes: int = DEFAULT_LOG_MIN_FREE_BYTES
     allowed_env: frozenset[str] = frozenset()
     elastic: tuple[int, int, int] | None = None
+    rendezvous: tuple[int, int, int, int, str, int] | None = None
 
     def __post_init__(self) -> None:
         validate_launch(self)
@@ -276,12 +301,34 @@ def validate_launch(spec: Launch) -> None:
         _no_nul("allowed_env", name)
         if not name or "=" in name:
             raise ValueError(f"allowed_env: invalid variable name {name!r}")
+    if spec.rendezvous is not None:
+        _validate_rendezvous(spec.rendezvous)
     if spec.elastic is not None:
         Elastic.of(spec.elastic)
         if signal_number(spec.stop_signal) == RESIZE_SIGNAL:
             raise ValueError(
                 f"stop_signal: {spec.stop_signal} tells an elastic task it was resized"
             )
+
+
+def _validate_rendezvous(value: object) -> None:
+    if not isinstance(value, tuple) or len(value) != 6:
+        raise ValueError(
+            "rendezvous: (world_size, rank, local_world_size, local_rank, master_addr, "
+            f"master_port), got {value!r}"
+        )
+    world, rank, local_world, local_rank, addr, port = value
+    if not all(map(_is_int, (world, rank, local_world, local_rank, port))):
+        raise ValueError(f"rendezvous: sizes, ranks and the port must be integers, got {value!r}")
+    if not (world >= 1 and 0 <= rank < world and 1 <= local_world <= world):
+        raise ValueError(f"rendezvous: need 0 <= rank < world_size, got {value!r}")
+    if not 0 <= local_rank < local_world:
+        raise ValueError(f"rendezvous: need 0 <= local_rank < local_world_size, got {value!r}")
+    _no_nul("rendezvous", addr)
+    if not addr or any(c.isspace() for c in addr):
+        raise ValueError(f"rendezvous: master_addr must be a host name or address, got {addr!r}")
+    if not 1 <= port <= 65535:
+        raise ValueError(f"rendezvous: master_port must be in 1..65535, got {port}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +371,10 @@ def task_environment(spec: Launch) -> dict[str, str]:
     """The variables suanli sets for a task, on top of the user's ``spec.env``.
 
     ``CUDA_VISIBLE_DEVICES`` is always set (empty when the task has no GPU, so it sees none).
+    A task of a gang (``spec.rendezvous``) gets ``WORLD_SIZE``, ``RANK``,
+    ``LOCAL_WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``, the variables
+    PyTorch's ``env://`` initialisation reads, so that ``torch.distributed`` needs no
+    launcher of its own.
     A fractional task also gets the CUDA MPS limits: the thread percentage (its share, rounded
     up, at least 1) and a pinned memory limit on device 0 (device 0 because
     ``CUDA_VISIBLE_DEVICES`` renumbers the one visible GPU).
@@ -347,6 +398,16 @@ def task_environment(spec: Launch) -> dict[str, str]:
     if spec.elastic is not None:
         env["SUANLI_WORLD_SIZE"] = str(spec.elastic[0])
         env["SUANLI_RANK"] = str(spec.elastic[1])
+    if spec.rendezvous is not None:
+        world, rank, local_world, local_rank, addr, port = spec.rendezvous
+        env.update(
+            WORLD_SIZE=str(world),
+            RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(local_world),
+            LOCAL_RANK=str(local_rank),
+            MASTER_ADDR=addr,
+            MASTER_PORT=str(port),
+        )
     return env
 
 
@@ -511,4 +572,9 @@ class Backend(Protocol):
 
     def elastic(self, handle: Handle) -> Elastic | None:
         """What the task's elastic file says now (None: it has none)."""
+        ...
+
+    def node_address(self, node: str) -> str:
+        """An address on which the tasks of a gang reach a task on ``node`` (its
+        ``MASTER_ADDR`` when rank 0 runs there)."""
         ...

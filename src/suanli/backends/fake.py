@@ -122,6 +122,10 @@ class FakeBackend:
     def elastic(self, handle: Handle) -> Elastic | None:
         return self.files.get(handle.key)
 
+    def node_address(self, node: str) -> str:
+        """Every fake node is this machine."""
+        return "127.0.0.1"
+
     def poll(self) -> list[Exit]:
         """Tasks that have ended by ``clock()``, ordered by (finished_at, job_id, task)."""
         now = self._clock()

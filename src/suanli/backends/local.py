@@ -282,6 +282,10 @@ class LocalBackend:
         """What the task's elastic file says now (None: it has none)."""
         return Elastic.from_json(read_json(self.elastic_file_for(*handle.key)))
 
+    def node_address(self, node: str) -> str:
+        """The local backend runs every task on this machine: its tasks meet on loopback."""
+        return "127.0.0.1"
+
     def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
         """The handle written when the task was launched, if it was (see ``Backend.find``).
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from suanli.backends.base import Elastic, Launch, Outcome
+from suanli.backends.base import Elastic, Launch, Outcome, rendezvous_port
 from suanli.control.attempts import LiveAttempt, one_line, to_ms
 from suanli.core.decisions import JobPlacement, NoCapacity
 from suanli.core.elastic import ElasticRange, Resizable, parse_speedup, plan_growth, plan_shrink
@@ -385,6 +385,7 @@ class Resizer:
         tp = live.placement.tasks[rank]
         fractional = 0 < tp.gpu_milli < 1000
         elastic = (len(live.slots), rank, live.generation) if spec.elastic else None
+        rendezvous = self._rendezvous(live, rank) if len(live.slots) > 1 else None
         limit = spec.max_runtime
         if limit is not None and slot in live.joined_ms and live.started_at is not None:
             # A task added later ends with the attempt's limit, not a whole one of its own.
@@ -408,7 +409,22 @@ class Resizer:
             log_max_bytes=config.log_max_bytes,
             log_min_free_bytes=config.log_min_free_bytes,
             elastic=elastic,
+            rendezvous=rendezvous,
         )
+
+    def _rendezvous(
+        self: Controller, live: LiveAttempt, rank: int
+    ) -> tuple[int, int, int, int, str, int]:
+        """Task ``rank``'s view of its gang: the world, its rank, the tasks on its node and its
+        rank among them, and rank 0's address and port (a stable function of the attempt, so
+        a task relaunched after a restart is told the same)."""
+        nodes = [tp.node for tp in live.placement.tasks]
+        mine = [r for r, n in enumerate(nodes) if n == nodes[rank]]
+        master = self.node_names[nodes[0]]
+        address = getattr(self.backend, "node_address", None)
+        addr = address(master) if address is not None else "127.0.0.1"
+        port = rendezvous_port(live.job.id, live.attempt)
+        return (len(nodes), rank, len(mine), mine.index(rank), addr, port)
 
     def _tell(self: Controller, live: LiveAttempt, ranks: range) -> None:
         """Tell the tasks at ``ranks`` the attempt's layout now (its generation is one more
