@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from fake_clock import Clock
+from suanli.backends.base import rendezvous_port
 from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
 from suanli.config.cluster import load_cluster
 from suanli.control.loop import ControlConfig, Controller
@@ -105,6 +106,29 @@ def test_jobs_run_to_the_end_and_are_metered(store: Store) -> None:
     assert sorted(r.key for r in records) == sorted(
         r.key for r in recomputed_usage(store, ctl.config)
     )
+
+
+def test_a_gang_over_two_nodes_is_launched_on_them_and_told_its_rendezvous(store: Store) -> None:
+    clock = Clock()
+    ctl, backend = make(store, clock)
+    backend.addresses = {name: f"10.0.0.{i + 1}" for i, name in enumerate(ctl.node_names)}
+    ctl.recover()
+    job = submit(store, spec(100, gpus=4, tasks=2), clock.t)  # 4 GPUs each: one per node
+    ctl.step()
+    assert state(store, job) == "running"
+    tasks = sorted(backend.launched, key=lambda x: x.task)
+    assert {t.node for t in tasks} == set(ctl.node_names)
+    first = backend.addresses[tasks[0].node]
+    port = rendezvous_port(job, 1)
+    assert [t.rendezvous for t in tasks] == [(2, 0, 1, 0, first, port), (2, 1, 1, 0, first, port)]
+    # A gang on one node: both tasks are local to it.
+    two = submit(store, spec(100, gpus=2, tasks=2), clock.t + 200)
+    clock.t += 200  # the first gang has finished by now
+    ctl.step()
+    ctl.step()
+    mine = sorted((x for x in backend.launched if x.job_id == two), key=lambda x: x.task)
+    assert len({t.node for t in mine}) == 1
+    assert [t.rendezvous[:4] for t in mine if t.rendezvous] == [(2, 0, 2, 0), (2, 1, 2, 1)]
 
 
 def test_cancel_pending_and_running(store: Store) -> None:

@@ -179,7 +179,9 @@ class Launch:
     starts (see :class:`Elastic`). ``rendezvous`` is, for a task of a job of more than one
     task, ``(world_size, rank, local_world_size, local_rank, master_addr, master_port)``:
     the gang's size, the task's rank in it, the tasks on its node and its rank among them,
-    and where rank 0 listens (see :func:`task_environment`).
+    and where rank 0 listens (see :func:`task_environment`). ``node`` names the node the
+    scheduler placed the task on (empty: the backend's only one); a backend that runs on many
+    nodes must run it there, one that runs on one machine (the local backend) ignores it.
     """
 
     job_id: str
@@ -201,6 +203,7 @@ class Launch:
     allowed_env: frozenset[str] = frozenset()
     elastic: tuple[int, int, int] | None = None
     rendezvous: tuple[int, int, int, int, str, int] | None = None
+    node: str = ""
 
     def __post_init__(self) -> None:
         validate_launch(self)
@@ -303,6 +306,7 @@ def validate_launch(spec: Launch) -> None:
             raise ValueError(f"allowed_env: invalid variable name {name!r}")
     if spec.rendezvous is not None:
         _validate_rendezvous(spec.rendezvous)
+    _no_nul("node", spec.node)
     if spec.elastic is not None:
         Elastic.of(spec.elastic)
         if signal_number(spec.stop_signal) == RESIZE_SIGNAL:

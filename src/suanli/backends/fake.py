@@ -9,7 +9,7 @@ and the clock, so two runs with the same inputs report the same Exits in the sam
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,8 +84,12 @@ class FakeBackend:
     exercised the same way as with the local backend.
     """
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, clock: Callable[[], float], addresses: Mapping[str, str] | None = None
+    ) -> None:
         self._clock = clock
+        self.addresses = dict(addresses or {})
+        """Each node's address (``node_address``; a node not named here: loopback)."""
         self.launched: list[Launch] = []
         self.released: list[tuple[str, int]] = []  # attempts the control plane was done with
         self._world: dict[tuple[str, int, int], _FakeTask] = {}
@@ -123,8 +127,8 @@ class FakeBackend:
         return self.files.get(handle.key)
 
     def node_address(self, node: str) -> str:
-        """Every fake node is this machine."""
-        return "127.0.0.1"
+        """The node's address in ``addresses``, else loopback (the fake runs nothing)."""
+        return self.addresses.get(node, "127.0.0.1")
 
     def poll(self) -> list[Exit]:
         """Tasks that have ended by ``clock()``, ordered by (finished_at, job_id, task)."""

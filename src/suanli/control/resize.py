@@ -410,6 +410,7 @@ class Resizer:
             log_min_free_bytes=config.log_min_free_bytes,
             elastic=elastic,
             rendezvous=rendezvous,
+            node=self.node_names[tp.node],
         )
 
     def _rendezvous(
