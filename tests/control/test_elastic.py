@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from declared import declare_inventory
 from fake_clock import Clock
 from suanli.backends.base import Elastic
 from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
@@ -27,16 +28,7 @@ CLUSTER = "1x4xTESTGPU[gpumem=80G,speed=1]"
 
 def make(store: Store, clock: Clock, *, preempt: bool = True) -> tuple[Controller, FakeBackend]:
     cluster = load_cluster(CLUSTER)
-    nodes = [
-        js.NodeRow(n.name, n.gpus, "TESTGPU", 81920, n.cpu_milli, n.memory_mib, True, "declared")
-        for n in cluster.nodes
-    ]
-    gpus = [
-        js.GpuRow(n.name, i, "TESTGPU", f"v-{n.name}-{i}", 81920)
-        for n in cluster.nodes
-        for i in range(n.gpus)
-    ]
-    js.sync_inventory(store, nodes, gpus, 0)
+    declare_inventory(store, cluster)
     backend = FakeBackend(clock)
     config = ControlConfig(
         cluster=cluster,

@@ -95,8 +95,9 @@ def pod_tasks(pods: OpenbPods) -> tuple[TaskRequest, ...]:
     return tuple(out)
 
 
-def load_workload(trace_dir: Path, name: str, nodes: str = "gpu_node") -> Workload:
-    """``openb_pod_list_<name>.csv`` (or a path to any pod list) on the openb node list."""
+def pod_list_path(trace_dir: Path, name: str) -> Path:
+    """``<trace dir>/openb/openb_pod_list_<name>.csv``, or ``name`` itself if it is a path;
+    ``TraceUseError`` (naming the lists there are) if it is not a file."""
     path = Path(name)
     if not path.suffix:
         path = trace_dir / "openb" / f"openb_pod_list_{name}.csv"
@@ -108,6 +109,12 @@ def load_workload(trace_dir: Path, name: str, nodes: str = "gpu_node") -> Worklo
         raise TraceUseError(
             f"no pod list {name!r}: {path} is not a file (known: {', '.join(known) or 'none'})"
         )
+    return path
+
+
+def load_workload(trace_dir: Path, name: str, nodes: str = "gpu_node") -> Workload:
+    """``openb_pod_list_<name>.csv`` (or a path to any pod list) on the openb node list."""
+    path = pod_list_path(trace_dir, name)
     cluster = load_openb_nodes(trace_dir / "openb" / f"openb_node_list_{nodes}.csv")
     pods = load_openb_pods(path)
     return workload_from_pods(path.stem.removeprefix("openb_pod_list_"), cluster, pods)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from suanli.bench.fgd import RunResult, Workload, replay, workload_from_pods
+from suanli.bench.fgd import RunResult, Workload, pod_list_path, replay, workload_from_pods
 from suanli.core.model import ClusterSpec
 from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
 from suanli.traces.openb_variants import Variant, make_variant, write_openb_pods
@@ -53,9 +53,9 @@ def grid() -> list[Variant]:
 
 @functools.lru_cache(maxsize=2)
 def _base(trace_dir: str, base: str) -> tuple[OpenbPods, ClusterSpec]:
-    root = Path(trace_dir) / "openb"
-    path = Path(base) if Path(base).suffix else root / f"openb_pod_list_{base}.csv"
-    return load_openb_pods(path), load_openb_nodes(root / "openb_node_list_gpu_node.csv")
+    path = pod_list_path(Path(trace_dir), base)
+    nodes = Path(trace_dir) / "openb" / "openb_node_list_gpu_node.csv"
+    return load_openb_pods(path), load_openb_nodes(nodes)
 
 
 @functools.lru_cache(maxsize=2)

@@ -691,18 +691,19 @@ class Controller(Repair, Resizer):
         return found[-1] if found else None
 
     def _placement_json(self, p: JobPlacement) -> list[dict[str, Any]]:
-        return [
-            {
-                "task": i,
-                "node": self.node_names[tp.node],
-                "gpus": list(tp.gpus),
-                "gpu_milli": tp.gpu_milli,
-                "gpu_memory_mib": tp.gpu_memory_mib,
-                "cpu_milli": tp.cpu_milli,
-                "memory_mib": tp.memory_mib,
-            }
-            for i, tp in enumerate(p.tasks)
-        ]
+        return [self._task_json(i, tp) for i, tp in enumerate(p.tasks)]
+
+    def _task_json(self, task: int, tp: TaskPlacement) -> dict[str, Any]:
+        """One task's entry of a stored placement."""
+        return {
+            "task": task,
+            "node": self.node_names[tp.node],
+            "gpus": list(tp.gpus),
+            "gpu_milli": tp.gpu_milli,
+            "gpu_memory_mib": tp.gpu_memory_mib,
+            "cpu_milli": tp.cpu_milli,
+            "memory_mib": tp.memory_mib,
+        }
 
     def _placement_of(self, tasks: Sequence[dict[str, Any]]) -> JobPlacement:
         return JobPlacement.of(

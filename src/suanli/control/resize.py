@@ -250,15 +250,7 @@ class Resizer:
 
     # ------------------------------------------------------------------ applying
     def _entry(self: Controller, live: LiveAttempt, slot: int, tp: TaskPlacement) -> dict[str, Any]:
-        e: dict[str, Any] = {
-            "task": slot,
-            "node": self.node_names[tp.node],
-            "gpus": list(tp.gpus),
-            "gpu_milli": tp.gpu_milli,
-            "gpu_memory_mib": tp.gpu_memory_mib,
-            "cpu_milli": tp.cpu_milli,
-            "memory_mib": tp.memory_mib,
-        }
+        e = self._task_json(slot, tp)
         if slot in live.joined_ms:
             e["from_ms"] = live.joined_ms[slot]
         return e
