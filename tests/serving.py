@@ -58,7 +58,12 @@ class Running:
 
 
 def start(state: Path, db: str, gpus: int = 2, **options: Any) -> Running:
-    server = build_server(state, db=db, gpus=gpus, gpu_model="H100", **options)
+    """The server on ``gpus`` declared H100s, or on a Ray cluster (``engine="ray"``, with
+    ``ray_address`` and ``shared_dir``), whose nodes say what they have."""
+    if options.get("engine") == "ray":
+        server = build_server(state, db=db, **options)
+    else:
+        server = build_server(state, db=db, gpus=gpus, gpu_model="H100", **options)
     port = free_port()
     uv = uvicorn.Server(
         uvicorn.Config(server.app, host="127.0.0.1", port=port, log_level="warning")

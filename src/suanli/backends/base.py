@@ -521,6 +521,11 @@ class Outcome(StrEnum):
 STOP_OUTCOMES = frozenset({Outcome.CANCELLED, Outcome.PREEMPTED})
 
 
+class NodeGone(RuntimeError):
+    """Raised by ``launch``: the node the task was placed on has left the backend's cluster
+    (the attempt is lost and requeued, not the job's fault)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Exit:
     """The end of one task: outcome, exit status, when, and a one-line human explanation.

@@ -16,6 +16,10 @@ shim leads the task's process group and outlives the control plane. The shim
   output can never fill the disk the control plane's state lives on;
 * enforces the max runtime itself (stop signal, then SIGKILL after the grace period), so the
   limit holds while the control plane is down;
+* with a ``tether`` in the spec (the pid and start ticks of the process that owns the task:
+  the Ray backend's actor on the task's node), checks every ``TETHER_CHECK_S`` that the
+  owner lives, and when it does not, SIGKILLs the task and records ``tether_lost``: a task
+  lives no longer than the actor that stands for it (the engine then holds nothing for it);
 * passes signals it receives on to the rest of the group, so signalling the shim alone stops
   the task; for a task of an elastic job (``elastic`` in the spec), ``SIGUSR1`` (a resize:
   its elastic file was rewritten) goes only to the task's processes that catch it (their
@@ -78,6 +82,8 @@ FREE_CHECK_BYTES = 1 << 20
 # and how often a pending one is retried while no process of the task catches it yet.
 RESIZE = signal.SIGUSR1
 RESIZE_RETRY_S = 0.05
+# How often a tethered shim checks that its owner lives.
+TETHER_CHECK_S = 0.5
 # Signals the shim catches and passes on to the task.
 FORWARDED = (
     signal.SIGTERM,
@@ -346,6 +352,8 @@ class _Shim:
         self.drain_timed_out = False
         self.elastic = False
         self.resize_pending = False  # a SIGUSR1 no process of the task catches yet
+        self.tether: tuple[int, int] | None = None  # (pid, start ticks) of the task's owner
+        self.tether_lost_at: float | None = None
 
     # --- signals -------------------------------------------------------------------------
 
@@ -459,6 +467,9 @@ class _Shim:
             },
             "logs_drain_timed_out": self.drain_timed_out,
         }
+        if self.tether_lost_at is not None:
+            record["tether_lost"] = True
+            record["tether_lost_at"] = self.tether_lost_at
         record.update(fields)
         for stream in self.streams:
             stream.close()
@@ -495,6 +506,9 @@ class _Shim:
         grace_s = float(spec["grace_s"])
         self.elastic = bool(spec.get("elastic"))
         max_runtime = spec.get("max_runtime_s")
+        tether = spec.get("tether")
+        if tether is not None:
+            self.tether = (int(tether[0]), int(tether[1]))
         wake_fd = self._install_handlers(stop_sig)
 
         started_at = time.time()
@@ -593,6 +607,14 @@ class _Shim:
             if self.kill_at is not None and now >= self.kill_at and not self.killed:
                 self.killed = True
                 self._signal_others(signal.SIGKILL)
+            if (
+                self.tether is not None
+                and self.tether_lost_at is None
+                and not process_alive(*self.tether)
+            ):
+                self.tether_lost_at = time.time()
+                self.killed = True
+                self._signal_others(signal.SIGKILL)
             deadlines = [d for d in (runtime_deadline, self.kill_at) if d is not None]
             if self.timed_out_at is not None and runtime_deadline in deadlines:
                 deadlines.remove(runtime_deadline)
@@ -601,6 +623,8 @@ class _Shim:
             timeout = min([30.0] + [max(0.0, d - now) for d in deadlines])
             if self.resize_pending:
                 timeout = min(timeout, RESIZE_RETRY_S)
+            if self.tether is not None and self.tether_lost_at is None:
+                timeout = min(timeout, TETHER_CHECK_S)
             readers = [stream.fd for stream in self.streams if stream.fd is not None]
             try:
                 ready, _, _ = select.select([wake_fd, *readers], [], [], timeout)

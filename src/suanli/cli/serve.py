@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from suanli.control.metrics import ControlMetrics
     from suanli.control.sampler import UtilSampler
     from suanli.core.idle import IdlePolicy
+    from suanli.core.model import ClusterSpec, NodeSpec
     from suanli.store import Store
 
 DEFAULT_PORT = 8620
@@ -108,6 +109,35 @@ def serve_command(
     ] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = DEFAULT_PORT,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            metavar="local|ray",
+            help="What runs the tasks: processes on this machine, or a Ray cluster's nodes.",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", metavar="HOST:PORT", help="The Ray cluster (--backend ray)."),
+    ] = None,
+    inventory_interval: Annotated[
+        float,
+        typer.Option(
+            "--inventory-interval",
+            metavar="SECONDS",
+            help="How often the Ray cluster's nodes are read (joins and losses).",
+        ),
+    ] = 10.0,
+    shared_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--shared-dir",
+            metavar="DIR",
+            help="A path every Ray node sees at the same place: run directories and logs "
+            "(--backend ray); jobs' checkpoint_dir must lie in it.",
+        ),
+    ] = None,
     gpus: Annotated[
         int | None,
         typer.Option("--gpus", help="Declare this many (virtual) GPUs instead of NVML's."),
@@ -302,6 +332,8 @@ def serve_command(
         fail(f"--interval: must be > 0, got {interval}")
     if not min_runtime >= 0:
         fail(f"--min-runtime: must be >= 0, got {min_runtime}")
+    if not inventory_interval > 0:
+        fail(f"--inventory-interval: must be > 0, got {inventory_interval}")
     if not reconcile_interval > 0:
         fail(f"--reconcile-interval: must be > 0, got {reconcile_interval}")
     if not submit_rate >= 0 or submit_burst < 1 or max_pending < 0:
@@ -347,6 +379,10 @@ def serve_command(
         server = build_server(
             state,
             db=db,
+            engine=engine,
+            ray_address=ray_address,
+            shared_dir=shared_dir,
+            inventory_interval=inventory_interval,
             gpus=gpus,
             gpu_model=gpu_model,
             node_name=node_name,
@@ -458,6 +494,10 @@ def build_server(
     state: Path,
     *,
     db: str | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
+    shared_dir: Path | None = None,
+    inventory_interval: float = 10.0,
     gpus: int | None = None,
     gpu_model: str | None = None,
     node_name: str | None = None,
@@ -530,12 +570,56 @@ def build_server(
     if not_loader:
         raise SpecError(f"--allow-env: not a loader variable: {', '.join(not_loader)} "
                         "(jobs set any other variable without it)")  # fmt: skip
+    if engine not in ("local", "ray"):
+        raise SpecError(f"--backend: local or ray, got {engine!r}")
     if (gpus is None) != (gpu_model is None) and not (gpus == 0 and gpu_model is None):
         raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
-    inventory = detect(node_name=node_name) if gpus is None else None
-    if inventory is None:
-        inventory = declared(gpus or 0, gpu_model, node_name=node_name)
-    cluster = inventory.cluster("local")
+    on_ray = None
+    if engine == "ray":
+        on_ray = _ray_engine(ray_address, shared_dir, state, gpus, node_name, backend)
+        inventory = None
+    elif ray_address is not None or shared_dir is not None:
+        raise SpecError("--ray-address and --shared-dir are for --backend ray")
+    else:
+        inventory = detect(node_name=node_name) if gpus is None else None
+        if inventory is None:
+            inventory = declared(gpus or 0, gpu_model, node_name=node_name)
+    if db is None:
+        store = open_store(_private_sqlite(state / DB_FILE))
+    elif "://" not in db:  # a SQLite file named by its path
+        store = open_store(_private_sqlite(Path(db)))
+    else:
+        store = open_store(db)
+    now_ms = round(clock() * 1000)
+    if on_ray is not None:
+        from suanli.control.inventory import merged_cluster, node_rows
+
+        # Nodes stored by an earlier run and gone now stay, unhealthy: what ran there is
+        # restored and found lost.
+        known = [_stored_node(row) for row, _ in js.list_nodes(store) if row.source == "ray"]
+        cluster = merged_cluster("ray", on_ray.inventory(), known)
+        js.sync_inventory(store, *node_rows(cluster.nodes, "ray"), now_ms)
+    else:
+        assert inventory is not None
+        cluster = inventory.cluster("local")
+        node = inventory.node
+        js.sync_inventory(
+            store,
+            [
+                js.NodeRow(
+                    node.name,
+                    node.gpus,
+                    node.gpu_model.name if node.gpu_model is not None else None,
+                    node.gpu_model.memory_mib if node.gpu_model is not None else 0,
+                    node.cpu_milli,
+                    node.memory_mib,
+                    node.healthy,
+                    inventory.source,
+                )
+            ],
+            [js.GpuRow(node.name, g.index, g.model, g.uuid, g.memory_mib) for g in inventory.gpus],
+            now_ms,
+        )
     tenancy = load_tenancy(quotas) if quotas is not None else None
     book = load_price_book(prices) if prices is not None else None
     budget_book = None
@@ -562,31 +646,7 @@ def build_server(
         service_step_s=service_step,
         idle=idle,
         resize_cost_s=resize_cost,
-    )
-    if db is None:
-        store = open_store(_private_sqlite(state / DB_FILE))
-    elif "://" not in db:  # a SQLite file named by its path
-        store = open_store(_private_sqlite(Path(db)))
-    else:
-        store = open_store(db)
-    now_ms = round(clock() * 1000)
-    node = inventory.node
-    js.sync_inventory(
-        store,
-        [
-            js.NodeRow(
-                node.name,
-                node.gpus,
-                node.gpu_model.name if node.gpu_model is not None else None,
-                node.gpu_model.memory_mib if node.gpu_model is not None else 0,
-                node.cpu_milli,
-                node.memory_mib,
-                node.healthy,
-                inventory.source,
-            )
-        ],
-        [js.GpuRow(node.name, g.index, g.model, g.uuid, g.memory_mib) for g in inventory.gpus],
-        now_ms,
+        inventory_interval_s=inventory_interval,
     )
     token_file = None
     if not list_tokens(store):
@@ -597,17 +657,23 @@ def build_server(
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
-    runs = LocalBackend(state / "runs", scratch=scratch) if backend is None else backend
+    if on_ray is not None:
+        runs = on_ray
+    else:
+        runs = LocalBackend(state / "runs", scratch=scratch) if backend is None else backend
     metrics = ControlMetrics(
         queues=[q.name for q in tenancy.tenancy.queues] if tenancy is not None else None
     )
     controller = Controller(store, config, runs, clock=clock, metrics=metrics)
     reader: GpuUseReader | None = util_reader
-    if util_interval <= 0:
+    if on_ray is not None:
+        controller.inventory_source = "ray"
+        reader, sampling = None, "off: tasks run on the Ray cluster's nodes"
+    elif util_interval <= 0:
         reader, sampling = None, "off: --util-interval 0"
     elif reader is not None:
         sampling = str(getattr(reader, "name", type(reader).__name__))
-    elif inventory.source == "nvml":
+    elif inventory is not None and inventory.source == "nvml":
         reader, sampling = NvmlReader(), "nvml"
     elif nvml_present():
         sampling = "off: GPUs declared with --gpus (NVML is not read for them)"
@@ -619,11 +685,11 @@ def build_server(
             f"none here ({sampling})"
         )
     sampler = None
-    if reader is not None:
+    if reader is not None and inventory is not None:
         sampler = UtilSampler(
             store,
             reader,
-            node=node.name,
+            node=inventory.node.name,
             interval_s=util_interval,
             retention_s=util_retention,
             max_rows=util_max_samples,
@@ -639,11 +705,7 @@ def build_server(
         sampler=sampler,
         token_file=token_file,
         state=state,
-        describe=(
-            f"node {node.name}: {node.gpus} × {node.gpu_model.name} ({inventory.source})"
-            if node.gpu_model is not None
-            else f"node {node.name}: no GPUs"
-        ),
+        describe=_describe(inventory, cluster, ray_address),
     )
 
     def log_file(job_id: str, attempt: int, task: int, stream: str) -> Path | None:
@@ -672,10 +734,10 @@ def build_server(
         ]
 
     def gpu_telemetry() -> dict[tuple[str, int], Any]:
-        if inventory.source != "nvml":
+        if inventory is None or inventory.source != "nvml":
             return {}  # declared GPUs have nothing to read
         samples = nvml_telemetry([g.index for g in inventory.gpus])
-        return {(node.name, i): x for i, x in samples.items()}
+        return {(inventory.node.name, i): x for i, x in samples.items()}
 
     rate, burst, pending = limits
     intake = Intake(
@@ -683,16 +745,24 @@ def build_server(
         config.setting,
         tenancy=tenancy,
         state_dir=state,
+        shared_dir=on_ray.shared if on_ray is not None else None,
         run_as=identity,
         allowed_env=allowed,
         limits=Limits(rate, burst, pending),
         pending_counts=lambda: js.pending_by_tenant(store),
     )
     stale_s = max(30.0, STALE_PASSES * interval)
-    capacity: dict[str, float] = {}
-    for n in cluster.nodes:
-        if n.gpu_model is not None:
-            capacity[n.gpu_model.name] = capacity.get(n.gpu_model.name, 0.0) + n.gpus
+    capacity = _capacity(cluster)
+
+    def new_cluster(changed: ClusterSpec) -> None:
+        """Nodes joined the engine's cluster: the intake and the gauges take them in."""
+        from suanli.core.builder import Refusals
+
+        intake.refusals = Refusals(changed, config.setting)
+        capacity.clear()
+        capacity.update(_capacity(changed))
+
+    controller.on_cluster = new_cluster
 
     def health() -> str | None:
         h = controller.health
@@ -725,6 +795,71 @@ def build_server(
         gpu_sampling=sampling,
     )
     return server
+
+
+def _capacity(cluster: ClusterSpec) -> dict[str, float]:
+    """GPUs per model (healthy or not: a node that left may return)."""
+    out: dict[str, float] = {}
+    for n in cluster.nodes:
+        if n.gpu_model is not None:
+            out[n.gpu_model.name] = out.get(n.gpu_model.name, 0.0) + n.gpus
+    return out
+
+
+def _describe(inventory: Any, cluster: ClusterSpec, ray_address: str | None) -> str:
+    """The one line ``suanli serve`` starts with: what it schedules onto."""
+    if inventory is None:
+        gpus = sum(n.gpus for n in cluster.nodes if n.healthy)
+        models = sorted({n.gpu_model.name for n in cluster.nodes if n.gpu_model is not None})
+        live = sum(1 for n in cluster.nodes if n.healthy)
+        kinds = f" ({', '.join(models)})" if models else ""
+        return f"Ray cluster {ray_address}: {live} nodes, {gpus} GPUs{kinds}"
+    node = inventory.node
+    if node.gpu_model is None:
+        return f"node {node.name}: no GPUs"
+    return f"node {node.name}: {node.gpus} × {node.gpu_model.name} ({inventory.source})"
+
+
+def _stored_node(row: Any) -> NodeSpec:
+    """A node of the stored inventory, as the scheduler's (for one an engine no longer has)."""
+    from suanli.config.cluster import _known_model
+    from suanli.core.model import GpuModel, NodeSpec
+
+    model = None
+    if row.gpu_model is not None:
+        base = _known_model(row.gpu_model)
+        speed = base.speed if base is not None else 1.0
+        model = GpuModel(row.gpu_model, row.gpu_memory_mib, speed)
+    return NodeSpec(row.name, row.gpus, model, row.cpu_milli, row.memory_mib, healthy=False)
+
+
+def _ray_engine(
+    address: str | None,
+    shared: Path | None,
+    state: Path,
+    gpus: int | None,
+    node_name: str | None,
+    backend: Any,
+) -> Any:
+    """The Ray backend for ``--backend ray`` (``backend``, a test's, if given)."""
+    from suanli.control.identity import inside
+    from suanli.core.model import SpecError
+
+    if gpus is not None or node_name is not None:
+        raise SpecError("--gpus, --gpu-model and --node-name: the Ray cluster says its nodes")
+    if address is None:
+        raise SpecError("--backend ray: needs --ray-address HOST:PORT")
+    if shared is None:
+        raise SpecError("--backend ray: needs --shared-dir DIR, a path every node sees at "
+                        "the same place (run directories, logs, checkpoints)")  # fmt: skip
+    if inside(str(shared), state) or inside(str(state), shared):
+        raise SpecError(f"--shared-dir {shared}: must not lie in the state directory {state} "
+                        "nor contain it (tasks on every node write there)")  # fmt: skip
+    if backend is not None:
+        return backend
+    from suanli.backends.ray_backend import RayBackend
+
+    return RayBackend(address, shared)
 
 
 def _private_sqlite(path: Path) -> Path:

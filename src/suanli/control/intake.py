@@ -101,6 +101,7 @@ class Intake:
         *,
         tenancy: TenancyConfig | None = None,
         state_dir: Path | None = None,
+        shared_dir: Path | None = None,
         run_as: RunAs | None = None,
         allowed_env: frozenset[str] = frozenset(),
         limits: Limits | None = None,
@@ -110,6 +111,7 @@ class Intake:
         self.refusals = Refusals(cluster, setting)
         self.tenancy = tenancy.tenancy if tenancy is not None else None
         self.state_dir = state_dir
+        self.shared_dir = shared_dir
         self.run_as = run_as or RunAs()
         self.allowed_env = allowed_env
         self.limits = limits or Limits()
@@ -185,6 +187,26 @@ class Intake:
             if path is not None and self.state_dir is not None and inside(path, self.state_dir):
                 raise Refused(422, f"{name}: {path} is inside the control plane's state "
                                    "directory", name)  # fmt: skip
+        shared = self.shared_dir
+        if (
+            spec.checkpoint_dir is not None
+            and shared is not None
+            and not inside(spec.checkpoint_dir, shared)
+        ):
+            raise Refused(
+                422,
+                f"checkpoint_dir: {spec.checkpoint_dir} is not on the shared path {shared} "
+                "that every node sees (suanli serve --shared-dir): an attempt requeued after "
+                "a node's loss may start on another node",
+                "checkpoint_dir",
+            )
+        if (
+            spec.checkpoint_dir is not None
+            and shared is not None
+            and inside(spec.checkpoint_dir, shared / "runs")
+        ):
+            raise Refused(422, f"checkpoint_dir: {spec.checkpoint_dir} is inside the control "
+                               "plane's run directories on the shared path", "checkpoint_dir")  # fmt: skip
         if spec.workdir is not None:
             why = self.run_as.usable(spec.workdir, tenant)
             if why is not None:

@@ -59,10 +59,11 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from suanli.backends.base import Backend, Exit, Outcome
+from suanli.backends.base import Backend, Exit, NodeGone, Outcome
 from suanli.config.tenancy import TenancyConfig
 from suanli.control.attempts import Health, LiveAttempt, job_of, one_line, to_ms
 from suanli.control.crash import crash_point
+from suanli.control.inventory import Inventory
 from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
 from suanli.control.reclaim import IdleWatch
@@ -132,6 +133,9 @@ class ControlConfig:
     step (``suanli.control.services``)."""
     resize_cost_s: float = DEFAULT_RESIZE_COST
     """Seconds an elastic job loses to a resize: it grows only where that saves more."""
+    inventory_interval_s: float = 10.0
+    """Seconds between two reads of a backend's live nodes (``suanli.control.inventory``;
+    only backends on a cluster of their own, such as Ray's, have them)."""
 
     @property
     def setting(self) -> Setting:
@@ -142,7 +146,7 @@ class ControlConfig:
         return Setting(t.tenancy, t.priority_classes, self.preemption, dict(t.admission))
 
 
-class Controller(Repair, Resizer):
+class Controller(Repair, Resizer, Inventory):
     """See the module docstring. Not thread-safe: one thread calls ``recover`` and ``step``
     (``run`` does both)."""
 
@@ -184,6 +188,9 @@ class Controller(Repair, Resizer):
         self.services = ServiceKeeper(store, step_s=config.service_step_s)
         self.idle = IdleWatch(store, config.idle) if config.idle is not None else None
         self.idle_due: dict[tuple[str, int], LiveAttempt] = {}  # idle past grace: reclaim
+        self.inventory_at = -float("inf")  # the clock's time of the last inventory read
+        self.inventory_source = "declared"  # how stored nodes say they were found
+        self.on_cluster: Callable[[ClusterSpec], None] | None = None  # told of a new cluster
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
@@ -217,13 +224,16 @@ class Controller(Repair, Resizer):
         """One pass of the loop (see the module docstring); returns the cycle's decisions."""
         t0 = time.perf_counter()
         now = self.clock()
+        lost = False
         for e in self.backend.poll():
+            lost = lost or e.outcome is Outcome.LOST
             with self._guard(e.handle.job_id, "recording the end of its task"):
                 self._task_exited(e, now)
         try:
             self.services.tick(now)  # replicas it submits or cancels are taken in below
         except Exception:  # noqa: BLE001 - sizing services must not stop scheduling
             log.exception("services: sizing pass failed; scheduling goes on")
+        self._watch_inventory(now, at_once=lost)  # a lost task may mean a lost node
         self._ingest(now)
         self._shrink_for_waiting(now)  # before the cycle: a shrink comes before a preemption
         decisions: list[Decision] = []
@@ -538,7 +548,8 @@ class Controller(Repair, Resizer):
             text = one_line(f"launch failed: {type(e).__name__}: {e}")
             # A task of this attempt ran before a crash and cannot be found again: the
             # attempt is lost (and the job requeued), not the job's fault.
-            lost = isinstance(e, FileExistsError)
+            # So is one whose node has left the engine's cluster since it was placed.
+            lost = isinstance(e, FileExistsError | NodeGone)
             for h in live.handles.values():
                 try:
                     self.backend.stop(h, Outcome.CANCELLED)

@@ -1,0 +1,495 @@
+"""Run tasks on a Ray cluster, each on the node and GPUs suanli chose (docs/backends.md).
+
+suanli stays the scheduler; Ray executes. Per task, the control plane creates one **detached
+actor** (:class:`~suanli.backends.ray_task.TaskKeeper`) on the task's node
+(``NodeAffinitySchedulingStrategy``, not soft), holding the task's GPU share in Ray's own
+accounting (``num_gpus``: the GPU count, or the fraction of a shared GPU; no CPU), so other
+Ray work never lands on suanli's GPUs. The actor starts the task under suanli's supervisor
+(the shim), tethered to itself: the task lives exactly as long as its actor.
+
+Why detached actors and not Ray's Jobs API: a Jobs API entrypoint runs where its supervisor
+is placed, needs the dashboard's HTTP server, and is stopped with one cluster-wide signal and
+wait; an actor per task is placed on the very node suanli chose, needs nothing but the GCS,
+and runs the same supervisor as the local backend, so the job's stop signal and grace, its
+maximum runtime (enforced on the node, also while the control plane is down), the log caps
+and the exit record are one code, tested once.
+
+**GPU indices.** Ray cannot be asked for GPU index 3. Ray's own ``CUDA_VISIBLE_DEVICES``
+handling is switched off in the actor (``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES``), and
+the task's environment sets ``CUDA_VISIBLE_DEVICES`` to the indices suanli placed it on
+(``task_environment``), whatever Ray would have chosen. Ray's accounting still counts the
+GPUs held per node, which is all it needs to refuse oversubscription by others; suanli must
+own the GPUs of the nodes it schedules (as a Slurm partition would).
+
+**Finding a task again.** The actor's name is a deterministic function of the attempt,
+``<instance>/<job>/<attempt>/<task>`` in the namespace ``suanli`` (``instance``: the random id
+of the state's run root), so a launch retried after a crash can never start a second copy
+(Ray refuses the name) and a restarted control plane finds every task by name (``adopt``).
+What the control plane reads back lies on the **shared path** (``--shared-dir``), which every
+node must mount at the same place: the run directories (``exit.json``, ``stop.json``, logs).
+The working directories of tasks given none are node-local (each node's temporary
+directory); checkpoints must be on the shared path too, since an attempt requeued after a
+node's loss starts elsewhere.
+
+**Endings.** A task's end is its ``exit.json``; an actor that is gone (its node died, or it
+was killed) without one is a lost task, requeued from its checkpoint. A node's raylet that
+dies takes its workers with it; the task's supervisor sees its tether end and kills the task
+(``tether_lost``), so a lost node never leaves a task running.
+
+Ray is imported when a :class:`RayBackend` is made, never on import of this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from suanli.backends.base import (
+    STOP_OUTCOMES,
+    Elastic,
+    Exit,
+    Handle,
+    Launch,
+    NodeGone,
+    Outcome,
+    job_dir_name,
+)
+from suanli.backends.local import _scratch_id, exit_from_record, gone_without_record
+from suanli.backends.ray_task import PLACED_FILE
+from suanli.backends.shim import EXIT_FILE, HANDLE_FILE, STDERR_LOG, STDOUT_LOG, read_json
+from suanli.config.cluster import _known_model
+from suanli.core.model import GpuModel, NodeSpec, SpecError
+
+log = logging.getLogger("suanli.backends.ray")
+
+NAMESPACE = "suanli"
+"""The Ray namespace of every actor suanli creates."""
+NODE_LABEL = "suanli.io/node"
+"""A Ray node label that names the node for suanli (default: the host name, made unique)."""
+ACCELERATOR_PREFIX = "accelerator_type:"
+"""Ray's resource naming a node's GPU model (set by Ray for detected GPUs, or declared)."""
+ACCELERATOR_LABEL = "ray.io/accelerator-type"
+NOSET_CUDA = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
+KEEP_CHILDREN = "RAY_kill_child_processes_on_worker_exit"
+"""Off in the actor: a worker that exits would SIGKILL its children, the supervisor among
+them, and leave the task's own processes running; kept, the supervisor sees its tether end
+and kills the whole task, then records it."""
+DEFAULT_PLACE_TIMEOUT_S = 300.0
+"""How long an actor may wait for Ray to place it before its task is counted lost."""
+SUSPECT_S = 60.0
+"""A node whose task was lost with its actor is left out of the inventory this long, or until
+Ray declares it dead: Ray's own health checks take seconds to tens of seconds to notice a
+dead raylet, and a job requeued meanwhile must not be placed there again. A node Ray still
+lists alive afterwards (only the actor had died) is back."""
+CALL_TIMEOUT_S = 30.0
+"""The longest the control plane waits on one answer from an actor."""
+
+
+def gpu_share(spec: Launch) -> float:
+    """What the task's actor asks of Ray's ``GPU`` resource: the GPU count, or the share of
+    the one GPU a fractional task holds."""
+    return spec.gpu_milli / 1000 if spec.fractional else float(len(spec.gpus))
+
+
+@dataclass(frozen=True, slots=True)
+class RayNode:
+    """One live Ray node as suanli sees it: its suanli name, Ray id and address."""
+
+    name: str
+    node_id: str
+    address: str
+    spec: NodeSpec
+
+
+def node_specs(nodes: Iterable[Mapping[str, Any]]) -> list[RayNode]:
+    """The live nodes of ``ray.nodes()`` as suanli nodes, in Ray's order.
+
+    Name: the ``suanli.io/node`` label, else the host name (``-<id8>`` added where two live
+    nodes share one, as Ray's local test clusters do). GPUs: Ray's ``GPU`` resource (whole
+    GPUs); model: the ``accelerator_type:<model>`` resource or the ``ray.io/accelerator-type``
+    label, a catalogue model where one matches. CPU and memory: Ray's ``CPU`` and ``memory``.
+    ``SpecError`` for a node with GPUs and no model, or a fractional GPU count.
+    """
+    alive = [n for n in nodes if n.get("Alive", n.get("alive"))]
+    hosts: dict[str, int] = {}
+    for n in alive:
+        host = str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or "")
+        hosts[host] = hosts.get(host, 0) + 1
+    out = []
+    for n in alive:
+        node_id = str(n["NodeID"])
+        labels = dict(n.get("Labels") or {})
+        res = dict(n.get("Resources") or {})
+        host = str(n.get("NodeManagerHostname") or n.get("NodeManagerAddress") or node_id[:8])
+        name = labels.get(NODE_LABEL) or (
+            host if hosts.get(host, 0) <= 1 else f"{host}-{node_id[:8]}"
+        )
+        gpus_f = float(res.get("GPU", 0.0))
+        if gpus_f != int(gpus_f):
+            raise SpecError(f"Ray node {name}: a GPU count of {gpus_f:g} (whole GPUs only)")
+        gpus = int(gpus_f)
+        model: GpuModel | None = None
+        if gpus:
+            types = sorted(
+                k[len(ACCELERATOR_PREFIX) :] for k in res if k.startswith(ACCELERATOR_PREFIX)
+            )
+            kind = labels.get(ACCELERATOR_LABEL) or (types[0] if types else "")
+            if not kind:
+                raise SpecError(
+                    f"Ray node {name}: {gpus} GPUs but no GPU model (start it with "
+                    f"--resources '{{\"{ACCELERATOR_PREFIX}H100\": 1}}' or the label "
+                    f"{ACCELERATOR_LABEL}=H100)"
+                )
+            model = _known_model(kind) or GpuModel(kind, 80 * 1024, 1.0)
+        spec = NodeSpec(
+            name=name,
+            gpus=gpus,
+            gpu_model=model,
+            cpu_milli=round(float(res.get("CPU", 0.0)) * 1000),
+            memory_mib=int(float(res.get("memory", 0.0)) // (1 << 20)),
+            labels=tuple(sorted((k, str(v)) for k, v in labels.items())),
+        )
+        out.append(RayNode(name, node_id, str(n.get("NodeManagerAddress") or "127.0.0.1"), spec))
+    names = [r.name for r in out]
+    if len(set(names)) != len(names):
+        dup = sorted({x for x in names if names.count(x) > 1})
+        raise SpecError(
+            f"Ray nodes: two live nodes are both called {', '.join(dup)} ({NODE_LABEL})"
+        )
+    return out
+
+
+@dataclass(slots=True)
+class _Task:
+    handle: Handle
+    name: str
+    node: str
+    actor: Any
+    started: Any  # the ObjectRef of TaskKeeper.started, until it is answered
+    launched_at: float  # monotonic
+    running: bool = False
+
+
+@dataclass(slots=True)
+class _Ended:
+    """Actors of an attempt's ended tasks, kept until the attempt is released."""
+
+    actors: dict[int, Any] = field(default_factory=dict)
+
+
+class RayBackend:
+    """The :class:`~suanli.backends.base.Backend` on a Ray cluster at ``address``.
+
+    ``shared`` is the path every node sees (the run directories go to ``shared/runs``);
+    ``scratch`` the node-local root of tasks' scratch working directories (None: each node's
+    temporary directory). ``place_timeout_s``: see :data:`DEFAULT_PLACE_TIMEOUT_S`.
+    ``init`` stands in for ``ray.init`` (tests never replace it: they start a real cluster).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        shared: Path,
+        *,
+        scratch: str | None = None,
+        place_timeout_s: float = DEFAULT_PLACE_TIMEOUT_S,
+    ) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise SpecError(
+                "--backend ray: Ray is not installed (pip install 'suanli[ray]')"
+            ) from None
+        from suanli.backends.ray_task import TaskKeeper
+
+        self.ray = ray
+        self.address = address
+        self.shared = Path(shared).absolute()
+        self.root = self.shared / "runs"
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.instance = _scratch_id(self.root)
+        self.scratch = scratch
+        self.place_timeout_s = place_timeout_s
+        if not ray.is_initialized():
+            try:
+                ray.init(
+                    address=address,
+                    namespace=NAMESPACE,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise SpecError(f"--ray-address {address}: cannot connect to Ray: {e}") from None
+        self._keeper = ray.remote(TaskKeeper)
+        self._lock = threading.Lock()
+        self._tasks: dict[tuple[str, int, int], _Task] = {}
+        self._ended: dict[tuple[str, int], _Ended] = {}
+        self._nodes: dict[str, RayNode] = {}
+        self._suspect: dict[str, float] = {}  # node -> monotonic time its task was lost
+        self.refresh()
+
+    # --- inventory -----------------------------------------------------------------------
+
+    def refresh(self) -> list[RayNode]:
+        """Read the cluster's live nodes from Ray (``ray.nodes()``), less those suspected
+        lost (``SUSPECT_S``), and remember them."""
+        found = node_specs(self.ray.nodes())
+        now = time.monotonic()
+        with self._lock:
+            self._suspect = {n: t for n, t in self._suspect.items() if now - t < SUSPECT_S}
+            found = [n for n in found if n.name not in self._suspect]
+            self._nodes = {n.name: n for n in found}
+        return found
+
+    def inventory(self) -> list[NodeSpec]:
+        """The live nodes now, as suanli nodes (the control plane's inventory watch)."""
+        return [n.spec for n in self.refresh()]
+
+    def node_address(self, node: str) -> str:
+        """The address of ``node`` (its raylet's), where rank 0 of a gang listens."""
+        with self._lock:
+            found = self._nodes.get(node)
+        if found is None:
+            found = {n.name: n for n in self.refresh()}.get(node)
+        if found is None:
+            raise NodeGone(f"node {node} is not in the Ray cluster")
+        return found.address
+
+    # --- names and paths -----------------------------------------------------------------
+
+    def actor_name(self, job_id: str, attempt: int, task: int) -> str:
+        return f"{self.instance}/{job_dir_name(job_id)}/{attempt}/{task}"
+
+    def run_dir_for(self, job_id: str, attempt: int, task: int) -> Path:
+        return self.root / job_dir_name(job_id) / str(attempt) / str(task)
+
+    def log_paths(self, handle: Handle) -> tuple[Path, Path]:
+        run_dir = Path(handle.run_dir)
+        return run_dir / STDOUT_LOG, run_dir / STDERR_LOG
+
+    def _live_names(self) -> set[str]:
+        return set(self.ray.util.list_named_actors())
+
+    def _actor(self, name: str) -> Any | None:
+        try:
+            return self.ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return None
+
+    # --- launch --------------------------------------------------------------------------
+
+    def launch(self, spec: Launch) -> Handle:
+        """Create the task's actor on ``spec.node``; returns at once (Ray places it).
+
+        ``NodeGone`` if the node is not in the cluster; ``FileExistsError`` if this task of
+        this attempt was launched already (its actor's name is taken, or its run directory
+        exists), as the local backend does.
+        """
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        with self._lock:
+            node = self._nodes.get(spec.node)
+        if node is None:
+            node = {n.name: n for n in self.refresh()}.get(spec.node)
+        if node is None:
+            raise NodeGone(f"node {spec.node!r} is not in the Ray cluster")
+        key = (spec.job_id, spec.attempt, spec.task)
+        name = self.actor_name(*key)
+        run_dir = self.run_dir_for(*key)
+        if run_dir.exists() or name in self._live_names():
+            raise FileExistsError(f"task {key} was launched already ({name})")
+        try:
+            actor = self._keeper.options(
+                name=name,
+                namespace=NAMESPACE,
+                lifetime="detached",
+                max_restarts=0,
+                num_cpus=0,
+                num_gpus=gpu_share(spec),
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+                runtime_env={"env_vars": {NOSET_CUDA: "1", KEEP_CHILDREN: "0"}},
+            ).remote(str(self.root), self.scratch, spec)
+        except ValueError as e:  # the name is taken: a launch cut short ran it already
+            raise FileExistsError(f"task {key}: {e}") from None
+        handle = Handle(spec.job_id, spec.attempt, spec.task, 0, 0, str(run_dir))
+        with self._lock:
+            self._tasks[key] = _Task(
+                handle, name, spec.node, actor, actor.started.remote(), time.monotonic()
+            )
+        return handle
+
+    # --- poll ----------------------------------------------------------------------------
+
+    def poll(self) -> list[Exit]:
+        """Tasks that ended since the last poll, each reported once, oldest end first."""
+        with self._lock:
+            tracked = list(self._tasks.values())
+        if not tracked:
+            return []
+        self._answer_started([t for t in tracked if t.started is not None])
+        live = self._live_names()
+        exits = []
+        for t in tracked:
+            ended = self._check(t, live)
+            if ended is not None:
+                if ended.outcome is Outcome.LOST and t.running:
+                    with self._lock:  # its node may be gone (see SUSPECT_S)
+                        self._suspect[t.node] = time.monotonic()
+                exits.append(ended)
+                with self._lock:
+                    self._tasks.pop(t.handle.key, None)
+                    self._ended.setdefault(t.handle.key[:2], _Ended()).actors[t.handle.task] = (
+                        t.actor
+                    )
+        exits.sort(key=lambda e: (e.finished_at, e.handle.job_id, e.handle.task))
+        return exits
+
+    def _answer_started(self, waiting: list[_Task]) -> None:
+        if not waiting:
+            return
+        refs = [t.started for t in waiting]
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
+        done = set(ready)
+        for t in waiting:
+            if t.started not in done:
+                continue
+            try:
+                self.ray.get(t.started, timeout=CALL_TIMEOUT_S)
+                t.running = True
+            except Exception as e:  # noqa: BLE001 - the actor died: told below by its name
+                log.warning("task %s: its actor ended before it started: %s", t.name, e)
+            t.started = None
+
+    def _check(self, t: _Task, live: set[str]) -> Exit | None:
+        run_dir = Path(t.handle.run_dir)
+        record = read_json(run_dir / EXIT_FILE)
+        if record is not None:
+            return exit_from_record(t.handle, record)
+        if t.name not in live:
+            record = read_json(run_dir / EXIT_FILE)  # it may have ended in between
+            if record is not None:
+                return exit_from_record(t.handle, record)
+            ended = gone_without_record(t.handle, None, None)
+            if ended.outcome is Outcome.LOST:
+                why = "it never started" if not t.running else "its node left or it was killed"
+                return Exit(
+                    t.handle, Outcome.LOST, None, None, ended.finished_at,
+                    f"its Ray actor on node {t.node} is gone ({why})",
+                )  # fmt: skip
+            return ended
+        if (
+            not t.running
+            and t.started is not None
+            and time.monotonic() - t.launched_at > self.place_timeout_s
+        ):
+            self.ray.kill(t.actor, no_restart=True)
+            return Exit(
+                t.handle, Outcome.LOST, None, None, time.time(),
+                f"Ray did not place it on node {t.node} within {self.place_timeout_s:g} s",
+            )  # fmt: skip
+        return None
+
+    def running(self) -> list[Handle]:
+        with self._lock:
+            return [t.handle for t in self._tasks.values()]
+
+    # --- stop, resize --------------------------------------------------------------------
+
+    def _tracked(self, handle: Handle) -> _Task | None:
+        with self._lock:
+            return self._tasks.get(handle.key)
+
+    def stop(self, handle: Handle, outcome: Outcome) -> None:
+        """Ask the task's actor to stop it (its stop signal, SIGKILL after its grace).
+        Non-blocking; the Exit comes through ``poll`` with ``outcome``."""
+        if outcome not in STOP_OUTCOMES:
+            raise ValueError(f"outcome: stop takes CANCELLED or PREEMPTED, got {outcome!r}")
+        t = self._tracked(handle)
+        actor = t.actor if t is not None else self._actor(self.actor_name(*handle.key))
+        if actor is None or (Path(handle.run_dir) / EXIT_FILE).exists():
+            return
+        actor.stop.remote(outcome.value)
+
+    def resize(self, handle: Handle, told: Elastic) -> None:
+        t = self._tracked(handle)
+        if t is not None:
+            t.actor.resize.remote((told.world_size, told.rank, told.generation))
+
+    def elastic(self, handle: Handle) -> Elastic | None:
+        t = self._tracked(handle)
+        if t is None:
+            return None
+        try:
+            found = self.ray.get(t.actor.elastic.remote(), timeout=CALL_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - an actor that is gone has no elastic file
+            return None
+        return Elastic.from_json(found)
+
+    # --- restart -------------------------------------------------------------------------
+
+    def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
+        """The task's handle if it was ever launched: its actor lives, or its run directory
+        has a trace of its supervisor (see ``Backend.find``)."""
+        run_dir = self.run_dir_for(job_id, attempt, task)
+        name = self.actor_name(job_id, attempt, task)
+        if (
+            name in self._live_names()
+            or (run_dir / HANDLE_FILE).exists()
+            or (run_dir / EXIT_FILE).exists()
+        ):
+            return Handle(job_id, attempt, task, 0, 0, str(run_dir))
+        return None
+
+    def adopt(self, handles: Iterable[Handle]) -> list[Exit]:
+        """Track tasks launched before a restart, found by their actors' names; return the
+        Exits of those already over (``exit.json``), or gone (lost)."""
+        live = self._live_names()
+        exits = []
+        for handle in handles:
+            with self._lock:
+                if handle.key in self._tasks:
+                    continue
+            name = self.actor_name(*handle.key)
+            actor = self._actor(name) if name in live else None
+            node = self._node_of(handle)
+            t = _Task(handle, name, node, actor, None, time.monotonic(), running=True)
+            if actor is not None:
+                t.started = actor.started.remote()
+            ended = self._check(t, live if actor is not None else live - {name})
+            if ended is None:
+                with self._lock:
+                    self._tasks[handle.key] = t
+            else:
+                exits.append(ended)
+                if actor is not None:
+                    with self._lock:
+                        self._ended.setdefault(handle.key[:2], _Ended()).actors[handle.task] = actor
+        return exits
+
+    def _node_of(self, handle: Handle) -> str:
+        record = read_json(Path(handle.run_dir) / PLACED_FILE) or {}
+        return str(record.get("node") or "?")
+
+    def release(self, job_id: str, attempt: int) -> None:
+        """Every task of the attempt has ended and its end is recorded: each actor removes
+        the task's scratch on its node and ends, giving its GPU share back to Ray."""
+        with self._lock:
+            ended = self._ended.pop((job_id, attempt), None)
+        actors = list(ended.actors.values()) if ended is not None else []
+        if not actors:  # after a restart: find them by name
+            prefix = f"{self.instance}/{job_dir_name(job_id)}/{attempt}/"
+            actors = [
+                a for n in self._live_names() if n.startswith(prefix) and (a := self._actor(n))
+            ]
+        for actor in actors:
+            actor.release.remote()
+
+    def close(self) -> None:
+        """Disconnect from Ray. Detached actors, and so the tasks, keep running."""
+        if self.ray.is_initialized():
+            self.ray.shutdown()

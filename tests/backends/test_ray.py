@@ -1,0 +1,133 @@
+"""The Ray backend against a real Ray cluster (``ray_cluster`` in tests/conftest.py: a head
+and ``node-a``, ``node-b`` of four declared GPUs each; declared, since there are none here),
+and its reading of Ray's node table.
+
+What is checked here, below the control plane: a task runs on the node it was placed on and
+sees the GPU indices suanli chose (``CUDA_VISIBLE_DEVICES=3`` where Ray, asked for one GPU,
+would have handed out index 0), while Ray's own accounting holds the GPUs it uses; a second
+launch of one attempt's task is refused (its actor's name is taken) and so never runs twice;
+a task without a working directory runs in its node's own temporary directory; and the
+task's end is read from the shared path.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from suanli.backends.base import Exit, Launch, NodeGone, Outcome
+from suanli.backends.ray_backend import node_specs
+from suanli.core.model import SpecError
+
+DEADLINE_S = 60.0
+
+
+def ray_node(name: str, node_id: str, gpus: float, **extra: Any) -> dict[str, Any]:
+    res = {"CPU": 8.0, "memory": 64.0 * (1 << 30), "GPU": gpus, **extra.pop("res", {})}
+    return {"NodeID": node_id, "Alive": extra.pop("alive", True), "NodeManagerAddress":
+            "10.0.0.1", "NodeManagerHostname": name, "Resources": res,
+            "Labels": extra.pop("labels", {})}  # fmt: skip
+
+
+def test_ray_nodes_become_suanli_nodes() -> None:
+    """Names from the label or the host (made unique where hosts repeat), GPU models from
+    Ray's accelerator resource or label (several models in one cluster), dead nodes left
+    out, and clear errors for what suanli cannot schedule."""
+    table = [
+        ray_node("gpu1", "aa" * 28, 8, res={"accelerator_type:H100": 1}),
+        ray_node("gpu2", "bb" * 28, 4, labels={"ray.io/accelerator-type": "A100"}),
+        ray_node("head", "cc" * 28, 0),
+        ray_node("gone", "dd" * 28, 8, res={"accelerator_type:H100": 1}, alive=False),
+        ray_node("same", "ee" * 28, 0, labels={"suanli.io/node": "named"}),
+    ]
+    got = {n.name: n for n in node_specs(table)}
+    assert sorted(got) == ["gpu1", "gpu2", "head", "named"]
+    assert got["gpu1"].spec.gpus == 8 and got["gpu1"].spec.gpu_model.name == "H100"
+    assert got["gpu2"].spec.gpu_model.name == "A100" and got["gpu2"].spec.gpus == 4
+    assert got["head"].spec.gpu_model is None and got["head"].spec.cpu_milli == 8000
+    assert got["gpu1"].spec.memory_mib == 64 * 1024 and got["gpu1"].node_id == "aa" * 28
+    twins = node_specs([ray_node("h", "11" * 28, 0), ray_node("h", "22" * 28, 0)])
+    assert [n.name for n in twins] == ["h-11111111", "h-22222222"]
+    with pytest.raises(SpecError, match="no GPU model"):
+        node_specs([ray_node("bare", "ff" * 28, 2)])
+    with pytest.raises(SpecError, match="whole GPUs"):
+        node_specs([ray_node("half", "ff" * 28, 0.5, res={"accelerator_type:H100": 1})])
+    with pytest.raises(SpecError, match="both called x"):
+        node_specs([ray_node("a", "12" * 28, 0, labels={"suanli.io/node": "x"}),
+                    ray_node("b", "34" * 28, 0, labels={"suanli.io/node": "x"})])  # fmt: skip
+
+
+def wait_exits(backend: Any, n: int) -> list[Exit]:
+    got: list[Exit] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < n:
+        got.extend(backend.poll())
+        assert time.monotonic() < deadline, got
+        time.sleep(0.1)
+    return got
+
+
+@pytest.fixture
+def backend(ray_cluster: Any, tmp_path: Path) -> Any:
+    from suanli.backends.ray_backend import RayBackend
+
+    shared = Path(ray_cluster.base) / f"shared-{tmp_path.name}"
+    b = RayBackend(ray_cluster.address, shared)
+    yield b
+    b.close()
+
+
+def test_a_task_runs_on_its_node_with_the_gpu_indices_suanli_chose(
+    backend: Any, ray_cluster: Any
+) -> None:
+    import ray
+
+    show = ("sh", "-c", "echo $CUDA_VISIBLE_DEVICES $TMPDIR $PWD; sleep 2")
+    node_b = next(n for n in backend.refresh() if n.name == "node-b")
+    before = ray.available_resources()["GPU"]
+    h = backend.launch(Launch("pin", 1, 0, show, gpus=(3,), node="node-b"))
+    # A second launch of the same task of the same attempt never starts a second copy.
+    with pytest.raises(FileExistsError):
+        backend.launch(Launch("pin", 1, 0, show, gpus=(3,), node="node-b"))
+    with pytest.raises(NodeGone):
+        backend.launch(Launch("pin", 1, 1, show, gpus=(0,), node="node-z"))
+    deadline = time.monotonic() + DEADLINE_S
+    while ray.available_resources().get("GPU", 0.0) != before - 1:
+        assert time.monotonic() < deadline, "Ray's accounting never held the task's GPU"
+        time.sleep(0.1)
+    [e] = wait_exits(backend, 1)
+    assert e.outcome is Outcome.SUCCEEDED, e
+    gpus, tmp, cwd = Path(backend.log_paths(h)[0]).read_text().split()
+    assert gpus == "3"  # suanli's index, not the 0 Ray would have handed out
+    assert tmp == str(ray_cluster.node_tmp("node-b")) and cwd.startswith(tmp)
+    placed = (Path(h.run_dir) / "ray.json").read_text()
+    assert node_b.node_id in placed
+    backend.release("pin", 1)
+    deadline = time.monotonic() + DEADLINE_S
+    while ray.available_resources().get("GPU", 0.0) != before:
+        assert time.monotonic() < deadline, "the actor never gave its GPU back to Ray"
+        time.sleep(0.1)
+    assert not Path(cwd).exists()  # its node-local scratch went with it
+
+
+def test_a_fractional_task_holds_its_share_in_ray(backend: Any) -> None:
+    import ray
+
+    before = ray.available_resources()["GPU"]
+    backend.launch(Launch("half", 1, 0, ("sleep", "30"), gpus=(1,), gpu_milli=500,
+                          node="node-a", grace_s=0))  # fmt: skip
+    h = backend.running()[0]
+    deadline = time.monotonic() + DEADLINE_S
+    while ray.available_resources().get("GPU", 0.0) != before - 0.5:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    while not Path(h.run_dir, "pid").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    backend.stop(h, Outcome.CANCELLED)
+    [e] = wait_exits(backend, 1)
+    assert e.outcome is Outcome.CANCELLED
+    backend.release("half", 1)

@@ -1,0 +1,289 @@
+"""``suanli serve --backend ray`` through the real server, against a real Ray cluster.
+
+The cluster (``ray_cluster`` in tests/conftest.py) is a head and two worker nodes, ``node-a``
+and ``node-b``, of four GPUs each: declared to Ray, since there are none here; the tasks only
+read ``CUDA_VISIBLE_DEVICES``. Each node has its own ``TMPDIR``; run directories, logs and
+checkpoints lie on the shared path (``--shared-dir``), which here is a directory of this
+host that every node sees, as a mount would be on a real cluster.
+
+Everything goes through the HTTP API with a plain user's token where a tenant would act.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from serving import PY, Running, free_port, logs, start, submit, wait_state
+from suanli.backends.base import rendezvous_port
+
+DEADLINE_S = 90.0  # Ray starts a worker process per task: seconds on a loaded 2-core host
+
+GANG = r"""
+import os, socket, sys, time
+e = os.environ
+keys = ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+        "CUDA_VISIBLE_DEVICES", "TMPDIR")
+print(" ".join(f"{k}={e.get(k, '')}" for k in keys), os.getcwd(), flush=True)
+addr, port, rank = e["MASTER_ADDR"], int(e["MASTER_PORT"]), int(e["RANK"])
+if rank == 0:
+    srv = socket.create_server((addr, port))
+    srv.settimeout(60)
+    conn, _ = srv.accept()
+    print("rank 0 heard from rank", conn.recv(16).decode(), flush=True)
+else:
+    deadline = time.time() + 60
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=2) as s:
+                s.sendall(str(rank).encode())
+            break
+        except OSError:
+            if time.time() > deadline:
+                sys.exit("rank 0 never listened")
+            time.sleep(0.1)
+    print("rank", rank, "reached rank 0", flush=True)
+"""
+
+CHECKPOINTED = """
+import os, signal, sys, time
+ckpt = os.path.join(os.environ["SUANLI_CHECKPOINT_DIR"], "step-" + os.environ["RANK"])
+step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
+print("attempt", os.environ["SUANLI_ATTEMPT"], "resumes at", step, flush=True)
+def save(*_):
+    open(ckpt, "w").write(str(step)); sys.exit(0)
+signal.signal(signal.SIGTERM, save)
+while True:
+    step += 1; time.sleep(0.05)
+    if step == 10: open(ckpt, "w").write(str(step))
+"""
+
+
+def wait(c: httpx.Client, job: str, *states: str) -> dict[str, Any]:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        got = c.get(f"/v1/jobs/{job}").json()["job"]
+        if got["state"] in states:
+            return dict(got)
+        assert time.monotonic() < deadline, f"job {job} stuck in {got['state']}: {got}"
+        time.sleep(0.1)
+
+
+def wait_log(c: httpx.Client, job: str, text: str, **params: Any) -> str:
+    """The log once it holds ``text`` (until Ray has started the task it has none: 404)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        r = c.get(f"/v1/jobs/{job}/logs", params=params)
+        if r.status_code == 200 and text in r.text:
+            return r.text
+        assert r.status_code in (200, 404), r.text
+        assert time.monotonic() < deadline, f"job {job}: {text!r} never in its log: {r.text!r}"
+        time.sleep(0.1)
+
+
+def told(text: str) -> dict[str, str]:
+    line = next(x for x in text.splitlines() if x.startswith("WORLD_SIZE="))
+    return dict(kv.split("=", 1) for kv in line.split()[:-1])
+
+
+def user_token(c: httpx.Client, tenant: str = "lab") -> str:
+    r = c.post("/v1/tokens", json={"name": "alice", "role": "user", "tenant": tenant,
+                                   "user": "alice"})  # fmt: skip
+    assert r.status_code == 201, r.text
+    return str(r.json()["token"])
+
+
+@pytest.fixture
+def shared(ray_cluster: Any) -> Path:
+    path = Path(ray_cluster.base) / f"shared-{os.urandom(4).hex()}"
+    path.mkdir()
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def srv(tmp_path: Path, ray_cluster: Any, shared: Path) -> Iterator[Running]:
+    r = start(
+        tmp_path / "state", str(tmp_path / "suanli.db"), engine="ray",
+        ray_address=ray_cluster.address, shared_dir=shared, preempt=True, min_runtime=0,
+        inventory_interval=0.5,
+    )  # fmt: skip
+    try:
+        yield r
+    finally:
+        r.stop()
+
+
+def test_the_inventory_is_the_ray_clusters(srv: Running) -> None:
+    with srv.client() as c:
+        nodes = {n["name"]: n for n in c.get("/v1/nodes").json()["nodes"]}
+        for name in ("node-a", "node-b"):
+            assert [g["model"] for g in nodes[name]["gpus"]] == ["H100"] * 4
+            assert nodes[name]["source"] == "ray" and nodes[name]["healthy"]
+        assert "suanli_gpus{model=\"H100\"} 8.0" in c.get("/metrics").text
+
+
+def test_a_gang_spreads_over_two_nodes_and_meets_at_rank_0(srv: Running) -> None:
+    with srv.client() as admin, srv.client(user_token(srv.client())) as c:
+        job = submit(c, command=[PY, "-c", GANG], tasks=2, gpus=4, env={"RANK": "9"})
+        done = wait(c, job, "succeeded", "failed")
+        out = [logs(c, job, task=t) for t in (0, 1)]
+        assert done["state"] == "succeeded", (done, out, logs(c, job, task=0, stream="stderr"))
+        env = [told(o) for o in out]
+        placed = admin.get(f"/v1/jobs/{job}").json()["attempts"][0]["placement"]
+        assert sorted(t["node"] for t in placed) == ["node-a", "node-b"]
+        for rank, e in enumerate(env):
+            assert e["WORLD_SIZE"] == "2" and e["RANK"] == str(rank)  # the user's 9 lost
+            assert e["LOCAL_WORLD_SIZE"] == "1" and e["LOCAL_RANK"] == "0"  # one per node
+            assert e["MASTER_PORT"] == str(rendezvous_port(job, 1))
+            assert e["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+        assert env[0]["MASTER_ADDR"] == env[1]["MASTER_ADDR"] != ""
+        # Each task worked in a scratch directory of its own node, not of the control plane.
+        rank_node = {int(t["task"]): t["node"] for t in placed}
+        for rank, o in enumerate(out):
+            assert env[rank]["TMPDIR"].endswith(f"tmp-{rank_node[rank]}")
+            assert o.splitlines()[0].split()[-1].startswith(env[rank]["TMPDIR"])
+        assert "rank 0 heard from rank 1" in out[0] and "rank 1 reached rank 0" in out[1]
+
+
+def test_cancel_and_max_runtime_on_ray(srv: Running) -> None:
+    with srv.client(user_token(srv.client())) as c:
+        sleeper = submit(c, command=["sleep", "60"], gpus=1, grace=1)
+        limited = submit(c, command=["sleep", "60"], gpus=1, max_runtime=2, grace=1)
+        wait(c, sleeper, "running")
+        assert c.post(f"/v1/jobs/{sleeper}/cancel").status_code == 202
+        assert wait(c, sleeper, "cancelled", "failed")["state"] == "cancelled"
+        job = wait(c, limited, "failed", "succeeded")
+        assert job["state"] == "failed" and "max runtime" in job["reason"]
+
+
+def test_a_checkpoint_dir_off_the_shared_path_is_refused(srv: Running, tmp_path: Path) -> None:
+    with srv.client(user_token(srv.client())) as c:
+        r = c.post("/v1/jobs", json={"command": ["true"], "checkpoint_dir": str(tmp_path)})
+        assert r.status_code == 422 and "shared path" in r.text, r.text
+
+
+def test_a_spot_gang_preempted_by_a_high_job_resumes_from_its_checkpoint(
+    srv: Running, shared: Path
+) -> None:
+    ckpt = shared / "ckpt"
+    ckpt.mkdir()
+    ckpt.chmod(0o777)  # the tasks' user writes there
+    with srv.client(user_token(srv.client())) as c:
+        spot = submit(c, command=[PY, "-c", CHECKPOINTED], tasks=2, gpus=4,
+                      priority_class="spot", checkpoint_dir=str(ckpt), grace=5)  # fmt: skip
+        wait(c, spot, "running")
+        deadline = time.monotonic() + DEADLINE_S
+        while not (ckpt / "step-0").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        high = submit(c, command=[PY, "-c", "print('high')"], gpus=4, priority_class="high")
+        assert wait(c, high, "succeeded", "failed")["state"] == "succeeded"
+        detail = c.get(f"/v1/jobs/{spot}").json()
+        assert detail["attempts"][0]["outcome"] == "preempted"
+        wait(c, spot, "running")
+        out = wait_log(c, spot, "resumes at", attempt=2)
+        assert int(out.split()[-1]) >= 10  # from the checkpoint written on SIGTERM
+        c.post(f"/v1/jobs/{spot}/cancel")
+        wait(c, spot, "cancelled")
+
+
+def test_a_killed_raylet_loses_its_attempts_which_are_requeued(
+    srv: Running, ray_cluster: Any, shared: Path
+) -> None:
+    """A third node of two GPUs joins; a two-GPU job lands there (the tightest fit); the
+    node's raylet is killed: the attempt is lost, the node unhealthy, the job requeued and
+    resumed on another node from its checkpoint."""
+    ray_cluster.add("node-c", gpus=2)
+    ckpt = shared / "ckpt-c"
+    ckpt.mkdir()
+    ckpt.chmod(0o777)
+    with srv.client() as admin, srv.client(user_token(srv.client())) as c:
+        deadline = time.monotonic() + DEADLINE_S
+        while "node-c" not in {n["name"] for n in admin.get("/v1/nodes").json()["nodes"]}:
+            assert time.monotonic() < deadline, "node-c never joined the inventory"
+            time.sleep(0.2)
+        job = submit(c, command=[PY, "-c", CHECKPOINTED.replace('os.environ["RANK"]', '"0"')],
+                     gpus=2, checkpoint_dir=str(ckpt))  # fmt: skip
+        wait(c, job, "running")
+        first = admin.get(f"/v1/jobs/{job}").json()["attempts"][0]
+        assert [t["node"] for t in first["placement"]] == ["node-c"]
+        while not (ckpt / "step-0").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        ray_cluster.kill("node-c")
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            attempts = admin.get(f"/v1/jobs/{job}").json()["attempts"]
+            if len(attempts) >= 2 and attempts[0]["outcome"] == "lost":
+                break
+            assert time.monotonic() < deadline, attempts
+            time.sleep(0.2)
+        assert [t["node"] for t in attempts[1]["placement"]] != ["node-c"]
+        out = wait_log(c, job, "resumes at", attempt=2)
+        assert int(out.split()[-1]) >= 10
+        nodes = {n["name"]: n for n in admin.get("/v1/nodes").json()["nodes"]}
+        assert not nodes["node-c"]["healthy"]
+        c.post(f"/v1/jobs/{job}/cancel")
+        wait(c, job, "cancelled")
+
+
+def test_kill_9_of_the_control_plane_and_the_restart_adopts_what_runs(
+    tmp_path: Path, ray_cluster: Any, shared: Path
+) -> None:
+    """``suanli serve --backend ray`` as its own process; killed with SIGKILL while a job
+    runs on Ray; a new server on the same state adopts it: one attempt, and it succeeds."""
+    state, port = tmp_path / "state", free_port()
+    marker = shared / "go"
+    args = [
+        sys.executable, "-m", "suanli.cli.main", "serve", "--state-dir", str(state),
+        "--port", str(port), "--backend", "ray", "--ray-address", ray_cluster.address,
+        "--shared-dir", str(shared), "--interval", "0.1",
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+
+    def serve() -> subprocess.Popen[bytes]:
+        log = open(tmp_path / "serve.out", "ab")  # noqa: SIM115 - the child holds it
+        proc = subprocess.Popen(args, stdout=log, stderr=log)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, (tmp_path / "serve.out").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "serve.out").read_text()
+            time.sleep(0.2)
+
+    waits = f"import os, time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.1)\nprint('went')"
+    proc = serve()
+    try:
+        token = (state / "admin.token").read_text().strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=10) as c:
+            job = submit(c, command=[PY, "-c", waits], gpus=1)
+            wait(c, job, "running")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc = serve()
+            assert wait(c, job, "running")["attempts"] == 1
+            marker.write_text("")
+            done = wait(c, job, "succeeded", "failed")
+            assert done["state"] == "succeeded" and done["attempts"] == 1, done
+            assert logs(c, job).strip() == "went"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
