@@ -24,7 +24,6 @@ one ``numpy`` generator seeded with the run's seed.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from suanli.core.model import MILLI, ClusterSpec, Job, TaskRequest
 from suanli.core.registry import create
 from suanli.core.seams import Placement
 from suanli.core.view import ClusterView
+from suanli.sim.spread import spread_map
 from suanli.traces.errors import TraceUseError
 from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
 
@@ -243,15 +243,11 @@ def replay(
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _cached_workload(trace_dir: str, name: str) -> Workload:
-    return load_workload(Path(trace_dir), name)
-
-
-def run_one(args: tuple[str, str, str, int, str]) -> RunResult:
-    """One run in a worker process: (trace dir, workload, policy, seed, order)."""
-    trace_dir, name, policy, seed, order = args
-    return replay(_cached_workload(trace_dir, name), policy, seed, order)
+def run_one(works: Sequence[Workload], job: tuple[int, str, int, str]) -> RunResult:
+    """One replay, wherever ``spread_map`` runs it: (index into ``works``, policy, seed,
+    order)."""
+    i, policy, seed, order = job
+    return replay(works[i], policy, seed, order)
 
 
 def sweep(
@@ -261,13 +257,27 @@ def sweep(
     seeds: Sequence[int],
     order: str = "shuffle",
     workers: int = 2,
+    *,
+    ray: str | None = None,
 ) -> list[RunResult]:
-    """Every (workload, policy, seed) run, on ``workers`` processes (1: in this process)."""
-    jobs = [(str(trace_dir), w, p, s, order) for w in workloads for p in policies for s in seeds]
-    if workers <= 1:
-        return [run_one(j) for j in jobs]
-    from concurrent.futures import ProcessPoolExecutor
+    """Every (workload, policy, seed) run, on ``workers`` processes (1: in this process) or
+    on the Ray cluster at ``ray``; the pod lists are read here, in this process."""
+    works = [load_workload(trace_dir, w) for w in workloads]
+    return sweep_workloads(works, policies, seeds, order, workers, ray=ray)
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        # Runs of one workload go to the same worker where possible (trace loaded once).
-        return list(pool.map(run_one, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+
+def sweep_workloads(
+    works: Sequence[Workload],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    order: str = "shuffle",
+    workers: int = 2,
+    *,
+    ray: str | None = None,
+) -> list[RunResult]:
+    """Every (workload, policy, seed) run of loaded workloads, in that order, spread by
+    ``suanli.sim.spread.spread_map``: the workloads travel with the runs (once per process,
+    or once through Ray's object store), so only this process reads trace files."""
+    works = tuple(works)
+    jobs = [(i, p, s, order) for i in range(len(works)) for p in policies for s in seeds]
+    return spread_map(run_one, jobs, works, workers=workers, ray=ray)

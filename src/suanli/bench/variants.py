@@ -14,11 +14,12 @@ from __future__ import annotations
 import functools
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from suanli.bench.fgd import RunResult, Workload, pod_list_path, replay, workload_from_pods
 from suanli.core.model import ClusterSpec
+from suanli.sim.spread import spread_map
 from suanli.traces.openb import OpenbPods, load_openb_nodes, load_openb_pods
 from suanli.traces.openb_variants import Variant, make_variant, write_openb_pods
 
@@ -51,18 +52,31 @@ def grid() -> list[Variant]:
     return cells
 
 
-@functools.lru_cache(maxsize=2)
-def _base(trace_dir: str, base: str) -> tuple[OpenbPods, ClusterSpec]:
-    path = pod_list_path(Path(trace_dir), base)
-    nodes = Path(trace_dir) / "openb" / "openb_node_list_gpu_node.csv"
-    return load_openb_pods(path), load_openb_nodes(nodes)
+@dataclass(frozen=True)
+class VariantBase:
+    """The pod list and node list the variants are made from, read once on the driver and
+    sent with the replays (``spread_map``'s shared argument). Equal and hashed by ``key``
+    alone, so that a worker's cache of built variants knows one base from another."""
+
+    key: str
+    """The list's resolved path, size and modification time: one key per base list."""
+    pods: OpenbPods = field(compare=False)
+    cluster: ClusterSpec = field(compare=False)
+
+
+def load_base(trace_dir: Path, base: str) -> VariantBase:
+    """``base`` (a name or a path, as ``--pods``) on openb's GPU node list."""
+    path = pod_list_path(trace_dir, base)
+    nodes = trace_dir / "openb" / "openb_node_list_gpu_node.csv"
+    st = path.stat()
+    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    return VariantBase(key, load_openb_pods(path), load_openb_nodes(nodes))
 
 
 @functools.lru_cache(maxsize=2)
-def _variant_workload(trace_dir: str, base: str, label: str, seed: int) -> Workload:
-    pods, cluster = _base(trace_dir, base)
+def _variant_workload(base: VariantBase, label: str, seed: int) -> Workload:
     return workload_from_pods(
-        label, cluster, make_variant(pods, cluster, Variant.parse(label), seed)
+        label, base.cluster, make_variant(base.pods, base.cluster, Variant.parse(label), seed)
     )
 
 
@@ -72,7 +86,8 @@ def write_variant_lists(
     """Each variant of ``base`` made with ``seed``, written in openb's format to
     ``folder/openb_pod_list_<base>_<cell>_s<seed>.csv`` (``=`` and ``,`` of the cell's label
     become ``-`` and ``_``)."""
-    pods, cluster = _base(str(trace_dir), base)
+    b = load_base(trace_dir, base)
+    pods, cluster = b.pods, b.cluster
     folder.mkdir(parents=True, exist_ok=True)
     stem = Path(base).stem.removeprefix("openb_pod_list_")
     out = []
@@ -83,10 +98,10 @@ def write_variant_lists(
     return out
 
 
-def run_variant(args: tuple[str, str, str, str, int]) -> RunResult:
-    """One replay in a worker process: (trace dir, base list, variant label, policy, seed)."""
-    trace_dir, base, label, policy, seed = args
-    return replay(_variant_workload(trace_dir, base, label, seed), policy, seed)
+def run_variant(base: VariantBase, job: tuple[str, str, int]) -> RunResult:
+    """One replay, wherever ``spread_map`` runs it: (variant label, policy, seed) of ``base``."""
+    label, policy, seed = job
+    return replay(_variant_workload(base, label, seed), policy, seed)
 
 
 def variant_sweep(
@@ -96,18 +111,22 @@ def variant_sweep(
     policies: Sequence[str],
     seeds: Sequence[int],
     workers: int = 2,
+    *,
+    ray: str | None = None,
 ) -> list[RunResult]:
-    """Every (variant, seed, policy) replay, on ``workers`` processes (1: in this one)."""
-    jobs = [
-        (str(trace_dir), base, v.label, p, s) for v in variants for s in seeds for p in policies
-    ]
-    if workers <= 1:
-        return [run_variant(j) for j in jobs]
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        # A (variant, seed)'s replays are neighbours: a worker builds each variant once.
-        return list(pool.map(run_variant, jobs, chunksize=len(policies)))
+    """Every (variant, seed, policy) replay, on ``workers`` processes (1: in this one) or on
+    the Ray cluster at ``ray``. The base list is read here and travels with the replays, so
+    only this process reads trace files; a (variant, seed)'s replays go together (one
+    process, one Ray task), so each variant is built once."""
+    jobs = [(v.label, p, s) for v in variants for s in seeds for p in policies]
+    return spread_map(
+        run_variant,
+        jobs,
+        load_base(trace_dir, base),
+        workers=workers,
+        ray=ray,
+        chunksize=max(1, len(policies)),
+    )
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """``suanli bench fgd``: the FGD paper's replay protocol on the openb pod lists.
 
 Every (pod list, policy, seed) is one replay (``suanli.bench.fgd``); replays run on all CPU
-cores by default. The table shows medians over the seeds, beside the published medians when
+cores by default, or on a Ray cluster with ``--ray ADDRESS`` (``suanli.sim.spread``: same
+numbers, same order). The table shows medians over the seeds, beside the published medians when
 the FGD authors' results file is found (``<trace dir>/openb/`` or ``--published``).
 """
 
@@ -20,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from suanli.bench.fgd import PAPER_POLICIES, WORKLOADS, load_workload, sweep
+from suanli.bench.fgd import PAPER_POLICIES, WORKLOADS, load_workload, sweep_workloads
 from suanli.bench.report import (
     PUBLISHED_FILE,
     SummaryRow,
@@ -39,6 +40,7 @@ from suanli.bench.variants import (
 )
 from suanli.cli.errors import fail, user_errors
 from suanli.core.registry import create
+from suanli.sim.spread import SpreadError, check_address, where
 from suanli.traces import find_trace_dir
 from suanli.traces.openb_variants import Variant, VariantError
 
@@ -117,6 +119,17 @@ def fgd_command(
     workers: Annotated[
         int, typer.Option(help="Processes to run replays on (default: every CPU core).")
     ] = 0,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Spread the replays over the running Ray cluster at ADDRESS (its head's "
+            "HOST:PORT, ray://HOST:PORT or auto) instead of local processes; same results. "
+            "Every node needs suanli installed; only this machine reads the traces "
+            "(docs/fgd.md). Needs pip install 'suanli[ray]'.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(help="Write runs.csv, summary.csv, summary.json and allocation.png here."),
@@ -148,10 +161,13 @@ def fgd_command(
             fail(f"--workers: must be >= 0 (got {workers})")
         if write_lists and (not variants or out is None):
             fail("--write-lists: needs --variants and --out")
+        if ray is not None:
+            _check_ray(ray)
         if variants:
             _variants_command(
-                variants, pods, policies, seeds, trace_dir, workers, out, json_out, write_lists
-            )
+                variants, pods, policies, seeds, trace_dir, workers, out, json_out, write_lists,
+                ray,
+            )  # fmt: skip
             return
         seed_list = parse_seeds(seeds or "42-51")
         root = find_trace_dir(trace_dir)
@@ -159,7 +175,8 @@ def fgd_command(
         policy_list = _split(policies or list(DEFAULT_POLICIES))
         for p in policy_list:
             create("placement", PAPER_POLICIES.get(p, p))
-        labels = [load_workload(root, name).name for name in pod_lists]  # fails fast on files
+        works = [load_workload(root, name) for name in pod_lists]  # fails fast on files
+        labels = [w.name for w in works]
         pub_path = published or root / "openb" / PUBLISHED_FILE
         if published is not None and not published.is_file():
             fail(f"--published: no such file {published}")
@@ -174,7 +191,10 @@ def fgd_command(
                 fail(f"--out {out}: cannot create the directory: {e.strerror or e}")
         n = workers or os.cpu_count() or 1
         t0 = time.perf_counter()
-        runs = sweep(root, pod_lists, policy_list, seed_list, order=order, workers=n)
+        try:
+            runs = sweep_workloads(works, policy_list, seed_list, order=order, workers=n, ray=ray)
+        except SpreadError as e:
+            fail(f"--ray: {e}")
         wall = time.perf_counter() - t0
         rows = summarise(runs, pub)
         if json_out:
@@ -184,7 +204,7 @@ def fgd_command(
             console.print(_table(rows, pub is not None))
             console.print(
                 f"{len(runs)} replays ({', '.join(labels)} × {len(policy_list)} policies × "
-                f"{len(seed_list)} seeds, order {order}) in {wall:.1f} s on {n} process(es)"
+                f"{len(seed_list)} seeds, order {order}) in {wall:.1f} s on {where(n, ray)}"
             )
         if out is not None:
             try:
@@ -205,6 +225,7 @@ def _variants_command(
     out: Path | None,
     json_out: bool,
     write_lists: bool = False,
+    ray: str | None = None,
 ) -> None:
     seed_list = parse_seeds(seeds or "42-44")
     root = find_trace_dir(trace_dir)
@@ -236,9 +257,11 @@ def _variants_command(
     n = workers or os.cpu_count() or 1
     t0 = time.perf_counter()
     try:
-        runs = variant_sweep(root, base, cells, policy_list, seed_list, workers=n)
+        runs = variant_sweep(root, base, cells, policy_list, seed_list, workers=n, ray=ray)
     except VariantError as e:
         fail(f"--variants: {e}")
+    except SpreadError as e:
+        fail(f"--ray: {e}")
     wall = time.perf_counter() - t0
     rows = cell_rows(runs)
     verdicts = [verdict(rows, p) for p in policy_list if p != "FGD" and "FGD" in policy_list]
@@ -261,7 +284,7 @@ def _variants_command(
             )
         console.print(
             f"{len(runs)} replays ({len(cells)} variants of {base} × {len(policy_list)} policies "
-            f"× {len(seed_list)} seeds) in {wall:.1f} s on {n} process(es)"
+            f"× {len(seed_list)} seeds) in {wall:.1f} s on {where(n, ray)}"
         )
     if out is not None:
         path = out / "variants.csv"
@@ -277,6 +300,14 @@ def _variants_command(
         if write_lists:
             for path in write_variant_lists(root, base, cells, seed_list[0], out / "lists"):
                 typer.echo(f"wrote {path}", err=json_out)
+
+
+def _check_ray(address: str) -> None:
+    """``--ray``: Ray installed, the address well formed and answering (before any work)."""
+    try:
+        check_address(address)
+    except SpreadError as e:
+        fail(f"--ray: {e}")
 
 
 def _variant_table(rows: list[CellRow], policies: list[str]) -> Table:

@@ -6,7 +6,8 @@ machine list as the default cluster.
 
 Flow: check the options, load the cluster, resolve the policy sets in the registry (all of
 this before any work, so bad input fails fast), generate or read the workload once, simulate
-it under each policy set, then print a table (or JSON) and optionally write files (``--out``).
+it under each policy set (here, one after another, or each as a task on a Ray cluster with
+``--ray``), then print a table (or JSON) and optionally write files (``--out``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from suanli.sim.engine import simulate
 from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
 from suanli.sim.results import SimResult, Window
+from suanli.sim.spread import SpreadError, check_address, spread_map
 from suanli.traces import LoadedTrace, resolve_trace
 from suanli.workload.duty import apply_duty, parse_duty
 from suanli.workload.duty import describe as describe_duty
@@ -239,6 +241,51 @@ def check_explain(ids: Sequence[str], jobs: Sequence[Job]) -> None:
             fail(f"--explain: no job {job_id!r} in the workload (its ids look like {sample})")
 
 
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """What every policy set's run shares: the cluster, the jobs and the run's settings
+    (``spread_map``'s shared argument: sent once to a Ray cluster, not once per policy set)."""
+
+    cluster: ClusterSpec
+    jobs: list[Job]
+    seed: int
+    cycle_interval: float
+    until: float | None
+    tenancy: TenancySpec | None = None
+    ctx: OrderContext | None = None
+    preemption: PreemptionConfig | None = None
+    explain: tuple[str, ...] = ()
+    admission: dict[str, Any] | None = None
+    speed_basis: SpeedBasis = REFERENCE
+    window: Window | None = None
+
+
+def simulate_one(
+    replay: Replay,
+    run: tuple[PolicySet, BudgetBook | None, Callable[[int], None] | None],
+) -> SimResult:
+    """One policy set's simulation (with its own budget book and progress reporter; none
+    on Ray), wherever ``spread_map`` runs it."""
+    ps, book, report = run
+    return simulate(
+        replay.cluster,
+        replay.jobs,
+        ps,
+        seed=replay.seed,
+        cycle_interval=replay.cycle_interval,
+        until=replay.until,
+        progress=report,
+        tenancy=replay.tenancy,
+        ctx=replay.ctx,
+        preemption=replay.preemption,
+        explain=replay.explain,
+        budgets=book,
+        admission=replay.admission,
+        speed_basis=replay.speed_basis,
+        window=replay.window,
+    )
+
+
 def run_all(
     cluster: ClusterSpec,
     jobs: list[Job],
@@ -256,38 +303,47 @@ def run_all(
     admission: dict[str, Any] | None = None,
     speed_basis: SpeedBasis = REFERENCE,
     window: Window | None = None,
+    ray: str | None = None,
 ) -> list[SimResult]:
-    """Simulate ``jobs`` under each policy set in turn (same jobs, same seed); runtimes are
-    measured on ``speed_basis`` (a trace's ``LoadedTrace.basis``; ``suanli.core.speed``)."""
-    results = []
-    for ps in policies:
-        report: Callable[[int], None] | None = None
-        if progress is not None:
-            task = progress.add_task(ps.label, total=len(jobs), detail="")
-
-            def report(n: int, task: Any = task) -> None:
-                progress.update(task, completed=n, detail=f"{n:,}/{len(jobs):,} jobs arrived")
-
-        results.append(
-            simulate(
-                cluster,
-                jobs,
-                ps,
-                seed=seed,
-                cycle_interval=cycle_interval,
-                until=until,
-                progress=report,
-                tenancy=tenancy,
-                ctx=ctx,
-                preemption=preemption,
-                explain=explain,
-                budgets=budgets() if budgets is not None else None,
-                admission=admission,
-                speed_basis=speed_basis,
-                window=window,
-            )
+    """Simulate ``jobs`` under each policy set (same jobs, same seed), in this process one
+    after another, or each as a task on the Ray cluster at ``ray`` (``suanli.sim.spread``:
+    the same results, in the same order); runtimes are measured on ``speed_basis`` (a
+    trace's ``LoadedTrace.basis``; ``suanli.core.speed``)."""
+    shared = Replay(
+        cluster,
+        jobs,
+        seed,
+        cycle_interval,
+        until,
+        tenancy,
+        ctx,
+        preemption,
+        tuple(explain),
+        admission,
+        speed_basis,
+        window,
+    )
+    runs = [
+        (
+            ps,
+            budgets() if budgets is not None else None,
+            _reporter(progress, ps.label, len(jobs)) if ray is None else None,
         )
-    return results
+        for ps in policies
+    ]
+    return spread_map(simulate_one, runs, shared, ray=ray)
+
+
+def _reporter(progress: Progress | None, label: str, total: int) -> Callable[[int], None] | None:
+    """A progress callback for one policy set: its bar shows from its first report."""
+    if progress is None:
+        return None
+    task = progress.add_task(label, total=total, detail="", visible=False)
+
+    def report(n: int) -> None:
+        progress.update(task, completed=n, detail=f"{n:,}/{total:,} jobs arrived", visible=True)
+
+    return report
 
 
 @contextmanager
@@ -503,6 +559,17 @@ def simulate_command(
             "(with the numbers), started, was preempted, finished. Repeatable.",
         ),
     ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Run each policy set as a task on the running Ray cluster at ADDRESS (its "
+            "head's HOST:PORT, ray://HOST:PORT or auto) instead of one after another here; "
+            "same results. Every node needs suanli installed; the workload is sent from "
+            "here. Needs pip install 'suanli[ray]'.",
+        ),
+    ] = None,
 ) -> None:
     """Replay a synthetic workload under several policy sets and compare them side by side."""
     check_options(seed, cycle_interval, until)
@@ -536,6 +603,11 @@ def simulate_command(
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             fail(f"--out {out}: cannot create the directory: {e.strerror or e}")
+    if ray is not None:
+        try:
+            check_address(ray)
+        except SpreadError as e:
+            fail(f"--ray: {e}")
     loaded: LoadedTrace | None = None
     info: WorkloadInfo | None = None
     with user_errors():
@@ -572,23 +644,32 @@ def simulate_command(
                 if quotas is not None
                 else None
             )
-            results = run_all(
-                spec,
-                workload,
-                policies,
-                seed=seed,
-                cycle_interval=cycle_interval,
-                until=until,
-                progress=bars,
-                tenancy=tenancy,
-                ctx=OrderContext(tenancy_config.priority_classes) if tenancy_config else None,
-                preemption=PreemptionConfig() if preempt else None,
-                explain=explain or [],
-                budgets=make_book,
-                admission=tenancy_config.admission if tenancy_config else None,
-                window=measure,
-                speed_basis=loaded.basis if loaded is not None else REFERENCE,
-            )
+            if ray is not None and not (quiet or as_json):
+                err.print(
+                    f"running {len(policies)} policy set(s) on the Ray cluster at {ray}",
+                    markup=False,
+                )
+            try:
+                results = run_all(
+                    spec,
+                    workload,
+                    policies,
+                    seed=seed,
+                    cycle_interval=cycle_interval,
+                    until=until,
+                    progress=bars,
+                    tenancy=tenancy,
+                    ctx=OrderContext(tenancy_config.priority_classes) if tenancy_config else None,
+                    preemption=PreemptionConfig() if preempt else None,
+                    explain=explain or [],
+                    budgets=make_book,
+                    admission=tenancy_config.admission if tenancy_config else None,
+                    window=measure,
+                    speed_basis=loaded.basis if loaded is not None else REFERENCE,
+                    ray=ray,
+                )
+            except SpreadError as e:
+                fail(f"--ray: {e}")
     meta = run_meta(
         spec, config, info, cycle_interval, until, loaded, time_scale, measure, profile.label
     )
