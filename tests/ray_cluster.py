@@ -7,12 +7,21 @@ as Ray does for detected GPUs (the ``accelerator_type:<model>`` resource) and ha
 temporary directory of its own (``TMPDIR``), so that a test sees a node-local path where a
 shared one was needed. The head's health checks are fast (a dead raylet is noticed in about
 two seconds rather than Ray's default of about fifteen).
+
+Where Debian's ``redis-server`` is installed (``.ci/run`` installs it), the head keeps its
+cluster state in a Redis of its own (Ray's GCS fault tolerance), so that the head's GCS can
+be killed and restarted with every actor, and so every task, kept: the engine outage of the
+outage test. Without it, that test skips and says so.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +35,8 @@ HEALTH = {
     "health_check_period_ms": 500,
     "health_check_failure_threshold": 3,
     "health_check_initial_delay_ms": 0,
+    # Raylets and drivers wait this long for a GCS that is down before they give up.
+    "gcs_rpc_server_reconnect_timeout_s": 300,
 }
 
 
@@ -33,7 +44,16 @@ HEALTH = {
 class RayTestCluster:
     cluster: Any
     base: Path
+    redis: subprocess.Popen[bytes] | None = None
     nodes: dict[str, Any] = field(default_factory=dict)
+
+    def gcs_down(self) -> None:
+        """Kill the head's GCS (the cluster's state service): Ray answers nothing."""
+        self.cluster.head_node.kill_gcs_server()
+
+    def gcs_up(self) -> None:
+        """Start the GCS again; it reloads the cluster's state from Redis."""
+        self.cluster.head_node.start_gcs_server()
 
     @property
     def address(self) -> str:
@@ -60,22 +80,54 @@ class RayTestCluster:
 
     def shutdown(self) -> None:
         self.cluster.shutdown()
+        if self.redis is not None:
+            self.redis.kill()
+            self.redis.wait()
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _redis(base: Path) -> tuple[subprocess.Popen[bytes], str] | None:
+    """A throwaway Redis on a free loopback port, or None if redis-server is not installed."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        return None
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(base)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
 
 
 def start(names: tuple[str, ...] = ("node-a", "node-b"), gpus: int = 4) -> RayTestCluster:
     base = Path(tempfile.mkdtemp(prefix="suanli-ray-"))
     base.chmod(0o755)  # tasks' users pass through to their nodes' directories
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "num_gpus": 0,
-            "include_dashboard": False,
-            "_system_config": HEALTH,
-        },
-    )
-    test_cluster = RayTestCluster(cluster, base)
+    redis = _redis(base)
+    if redis is not None:
+        os.environ["RAY_REDIS_ADDRESS"] = redis[1]  # read by the head as it starts
+    try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "num_gpus": 0,
+                "include_dashboard": False,
+                "_system_config": HEALTH,
+            },
+        )
+    finally:
+        os.environ.pop("RAY_REDIS_ADDRESS", None)
+    test_cluster = RayTestCluster(cluster, base, redis[0] if redis is not None else None)
     for name in names:
         test_cluster.add(name, gpus=gpus)
     cluster.wait_for_nodes()

@@ -131,3 +131,54 @@ def test_a_fractional_task_holds_its_share_in_ray(backend: Any) -> None:
     [e] = wait_exits(backend, 1)
     assert e.outcome is Outcome.CANCELLED
     backend.release("half", 1)
+
+
+def test_an_outage_loses_nothing_early_and_a_given_up_task_never_runs_on(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """The head's GCS killed: the backend says it is unavailable, reads no task as lost
+    before ``outage_timeout_s``, then reports the running one lost; when the GCS is back,
+    that task (still running on its node) is stopped, so a requeued attempt never runs
+    beside it. A task that ended in the outage is read from its exit record meanwhile."""
+    from suanli.backends.ray_backend import RayBackend
+
+    if ray_cluster.redis is None:
+        pytest.skip("redis-server not installed (Debian package redis-server): the head "
+                    "cannot keep its actors across a GCS restart")  # fmt: skip
+    shared = Path(ray_cluster.base) / f"shared-{tmp_path.name}"
+    b = RayBackend(ray_cluster.address, shared, answer_s=1.0, outage_timeout_s=6.0)
+    try:
+        long = b.launch(Launch("out", 1, 0, ("sleep", "300"), gpus=(2,), node="node-a"))
+        short = b.launch(Launch("out", 1, 1, ("sleep", "4"), gpus=(3,), node="node-a"))
+        deadline = time.monotonic() + DEADLINE_S
+        while not all(Path(h.run_dir, "pid").exists() for h in (long, short)):
+            assert time.monotonic() < deadline
+            b.poll()
+            time.sleep(0.1)
+        ray_cluster.gcs_down()
+        down_at = time.monotonic()
+        got: list[Exit] = []
+        while time.monotonic() - down_at < 5.0:
+            got.extend(b.poll())
+            time.sleep(0.2)
+        assert b.available() is not None and "has not answered" in b.available()
+        assert [e.handle.task for e in got] == [1] and got[0].outcome is Outcome.SUCCEEDED
+        while not got[1:]:
+            got.extend(b.poll())
+            assert time.monotonic() - down_at < 30
+            time.sleep(0.2)
+        lost = got[1]
+        assert lost.handle.task == 0 and lost.outcome is Outcome.LOST
+        assert "did not answer for 6 s" in lost.detail
+        assert time.monotonic() - down_at >= 6.0
+        assert not Path(long.run_dir, "exit.json").exists()  # it still runs, unreachable
+        ray_cluster.gcs_up()
+        deadline = time.monotonic() + DEADLINE_S
+        while not Path(long.run_dir, "exit.json").exists():
+            b.poll()
+            assert time.monotonic() < deadline, "the given-up task was never stopped"
+            time.sleep(0.2)
+        assert b.available() is None
+        assert "tether_lost" in Path(long.run_dir, "exit.json").read_text()
+    finally:
+        b.close()

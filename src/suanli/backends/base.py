@@ -521,9 +521,18 @@ class Outcome(StrEnum):
 STOP_OUTCOMES = frozenset({Outcome.CANCELLED, Outcome.PREEMPTED})
 
 
-class NodeGone(RuntimeError):
-    """Raised by ``launch``: the node the task was placed on has left the backend's cluster
-    (the attempt is lost and requeued, not the job's fault)."""
+class LaunchLost(RuntimeError):
+    """Raised by ``launch`` when the task cannot be started for a reason that is not the
+    job's: the attempt is lost and requeued."""
+
+
+class NodeGone(LaunchLost):
+    """The node the task was placed on has left the backend's cluster."""
+
+
+class EngineUnreachable(LaunchLost):
+    """The engine the backend drives (a Ray cluster, a Slurm controller) did not answer in
+    time. A backend that has one says so in ``available()`` until it answers again."""
 
 
 @dataclass(frozen=True, slots=True)

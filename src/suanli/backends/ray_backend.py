@@ -42,9 +42,12 @@ Ray is imported when a :class:`RayBackend` is made, never on import of this modu
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,7 @@ from typing import Any
 from suanli.backends.base import (
     STOP_OUTCOMES,
     Elastic,
+    EngineUnreachable,
     Exit,
     Handle,
     Launch,
@@ -86,8 +90,14 @@ SUSPECT_S = 60.0
 Ray declares it dead: Ray's own health checks take seconds to tens of seconds to notice a
 dead raylet, and a job requeued meanwhile must not be placed there again. A node Ray still
 lists alive afterwards (only the actor had died) is back."""
-CALL_TIMEOUT_S = 30.0
-"""The longest the control plane waits on one answer from an actor."""
+ANSWER_S = 5.0
+"""How long one call to Ray may take before the cluster is taken for unreachable."""
+DEFAULT_OUTAGE_TIMEOUT_S = 600.0
+"""How long the cluster may not answer before its running tasks are taken for lost."""
+RECONNECT_VARIABLE = "RAY_gcs_rpc_server_reconnect_timeout_s"
+RECONNECT_S = 30 * 86_400
+"""What the control plane's own Ray driver is given to reconnect to the GCS (Ray's default,
+60 s, would end the control plane in a longer outage)."""
 
 
 def gpu_share(spec: Launch) -> float:
@@ -188,7 +198,18 @@ class RayBackend:
     ``shared`` is the path every node sees (the run directories go to ``shared/runs``);
     ``scratch`` the node-local root of tasks' scratch working directories (None: each node's
     temporary directory). ``place_timeout_s``: see :data:`DEFAULT_PLACE_TIMEOUT_S`.
-    ``init`` stands in for ``ray.init`` (tests never replace it: they start a real cluster).
+
+    **Outages.** Every call to Ray runs on a helper thread and is given ``answer_s``; one
+    that takes longer means the cluster is unreachable (its head, the GCS, is down):
+    ``available()`` says so until that call answers. Meanwhile tasks' ends are still read
+    from their exit files on the shared path, nothing is launched (the loop asks
+    ``available()`` first), stops and releases are kept and sent on the cluster's return,
+    and no task is taken for lost until ``outage_timeout_s`` has passed. Then the running
+    ones are reported lost (requeued from their checkpoints) and remembered: if the cluster
+    returns and one still runs, it is stopped, so an attempt never runs twice. On the
+    cluster's return every task is checked by name again (an actor gone without an exit
+    record is a lost task). The cluster must keep its actors across a head restart (GCS
+    fault tolerance, with an external Redis) for anything to be found again.
     """
 
     def __init__(
@@ -198,6 +219,8 @@ class RayBackend:
         *,
         scratch: str | None = None,
         place_timeout_s: float = DEFAULT_PLACE_TIMEOUT_S,
+        answer_s: float = ANSWER_S,
+        outage_timeout_s: float = DEFAULT_OUTAGE_TIMEOUT_S,
     ) -> None:
         try:
             import ray
@@ -215,7 +238,12 @@ class RayBackend:
         self.instance = _scratch_id(self.root)
         self.scratch = scratch
         self.place_timeout_s = place_timeout_s
+        self.answer_s = answer_s
+        self.outage_timeout_s = outage_timeout_s
         if not ray.is_initialized():
+            # A driver that loses the GCS for longer than Ray's reconnect timeout (60 s by
+            # default) exits: the control plane must outlive an outage of its engine.
+            os.environ.setdefault(RECONNECT_VARIABLE, str(RECONNECT_S))
             try:
                 ray.init(
                     address=address,
@@ -227,18 +255,75 @@ class RayBackend:
                 raise SpecError(f"--ray-address {address}: cannot connect to Ray: {e}") from None
         self._keeper = ray.remote(TaskKeeper)
         self._lock = threading.Lock()
+        self._calls = ThreadPoolExecutor(max_workers=2, thread_name_prefix="suanli-ray")
         self._tasks: dict[tuple[str, int, int], _Task] = {}
         self._ended: dict[tuple[str, int], _Ended] = {}
         self._nodes: dict[str, RayNode] = {}
         self._suspect: dict[str, float] = {}  # node -> monotonic time its task was lost
+        self._down_since: float | None = None  # monotonic; None: the cluster answers
+        self._probe: Future[Any] | None = None  # the call that did not answer in time
+        self._back = False  # the cluster answered again: check everything on the next poll
+        self._given_up: set[str] = set()  # tasks reported lost in an outage: stop if found
+        self._stops: dict[str, tuple[Any, str]] = {}  # stops kept for the cluster's return
+        self._releases: set[tuple[str, int]] = set()  # releases kept likewise
         self.refresh()
+
+    # --- calls to Ray --------------------------------------------------------------------
+
+    def _ask(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` on a helper thread, given ``answer_s``; ``EngineUnreachable`` if
+        it does not answer (or if the cluster is known to be down)."""
+        if self.available() is not None:
+            raise EngineUnreachable(self.available())
+        call = self._calls.submit(fn, *args)
+        try:
+            return call.result(timeout=self.answer_s)
+        except FutureTimeout:
+            with self._lock:
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
+                    log.warning("the Ray cluster at %s did not answer in %g s: down until "
+                                "it does", self.address, self.answer_s)  # fmt: skip
+                self._probe = call
+            raise EngineUnreachable(self.available()) from None
+
+    def available(self) -> str | None:
+        """None when the cluster answers; else why nothing can be started or stopped now."""
+        with self._lock:
+            if self._down_since is None:
+                return None
+            probe = self._probe
+            if probe is not None and probe.done():
+                if probe.exception() is None:
+                    log.warning("the Ray cluster at %s answers again after %.0f s",
+                                self.address, time.monotonic() - self._down_since)  # fmt: skip
+                    self._down_since, self._probe, self._back = None, None, True
+                    return None
+                self._probe = self._calls.submit(self._names)  # it failed: ask again
+            since = time.monotonic() - self._down_since
+        return f"the Ray cluster at {self.address} has not answered for {since:.0f} s"
+
+    def _names(self) -> set[str]:
+        return set(self.ray.util.list_named_actors())
+
+    def _live_names(self) -> set[str]:
+        return set(self._ask(self._names))
+
+    def _actor(self, name: str) -> Any | None:
+        def get() -> Any | None:
+            try:
+                return self.ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                return None
+
+        return self._ask(get)
 
     # --- inventory -----------------------------------------------------------------------
 
     def refresh(self) -> list[RayNode]:
         """Read the cluster's live nodes from Ray (``ray.nodes()``), less those suspected
-        lost (``SUSPECT_S``), and remember them."""
-        found = node_specs(self.ray.nodes())
+        lost (``SUSPECT_S``), and remember them. ``EngineUnreachable`` in an outage."""
+        found = node_specs(self._ask(self.ray.nodes))
         now = time.monotonic()
         with self._lock:
             self._suspect = {n: t for n, t in self._suspect.items() if now - t < SUSPECT_S}
@@ -272,23 +357,16 @@ class RayBackend:
         run_dir = Path(handle.run_dir)
         return run_dir / STDOUT_LOG, run_dir / STDERR_LOG
 
-    def _live_names(self) -> set[str]:
-        return set(self.ray.util.list_named_actors())
-
-    def _actor(self, name: str) -> Any | None:
-        try:
-            return self.ray.get_actor(name, namespace=NAMESPACE)
-        except ValueError:
-            return None
-
     # --- launch --------------------------------------------------------------------------
 
     def launch(self, spec: Launch) -> Handle:
-        """Create the task's actor on ``spec.node``; returns at once (Ray places it).
+        """Create the task's actor on ``spec.node``; returns once Ray has taken the request
+        (Ray places it; ``poll`` tells when it runs).
 
-        ``NodeGone`` if the node is not in the cluster; ``FileExistsError`` if this task of
-        this attempt was launched already (its actor's name is taken, or its run directory
-        exists), as the local backend does.
+        ``NodeGone`` if the node is not in the cluster; ``EngineUnreachable`` if the cluster
+        does not answer (the request may have reached it: should the actor appear later,
+        it is stopped); ``FileExistsError`` if this task of this attempt was launched
+        already (its actor's name is taken, or its run directory exists).
         """
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -303,41 +381,57 @@ class RayBackend:
         run_dir = self.run_dir_for(*key)
         if run_dir.exists() or name in self._live_names():
             raise FileExistsError(f"task {key} was launched already ({name})")
+        options = self._keeper.options(
+            name=name,
+            namespace=NAMESPACE,
+            lifetime="detached",
+            max_restarts=0,
+            num_cpus=0,
+            num_gpus=gpu_share(spec),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+            runtime_env={"env_vars": {NOSET_CUDA: "1", KEEP_CHILDREN: "0"}},
+        )
+
+        def create() -> tuple[Any, Any]:
+            actor = options.remote(str(self.root), self.scratch, spec)
+            return actor, actor.started.remote()
+
         try:
-            actor = self._keeper.options(
-                name=name,
-                namespace=NAMESPACE,
-                lifetime="detached",
-                max_restarts=0,
-                num_cpus=0,
-                num_gpus=gpu_share(spec),
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-                runtime_env={"env_vars": {NOSET_CUDA: "1", KEEP_CHILDREN: "0"}},
-            ).remote(str(self.root), self.scratch, spec)
+            actor, started = self._ask(create)
         except ValueError as e:  # the name is taken: a launch cut short ran it already
             raise FileExistsError(f"task {key}: {e}") from None
+        except EngineUnreachable:
+            with self._lock:
+                self._given_up.add(name)
+            raise
         handle = Handle(spec.job_id, spec.attempt, spec.task, 0, 0, str(run_dir))
         with self._lock:
-            self._tasks[key] = _Task(
-                handle, name, spec.node, actor, actor.started.remote(), time.monotonic()
-            )
+            self._tasks[key] = _Task(handle, name, spec.node, actor, started, time.monotonic())
         return handle
 
     # --- poll ----------------------------------------------------------------------------
 
     def poll(self) -> list[Exit]:
-        """Tasks that ended since the last poll, each reported once, oldest end first."""
+        """Tasks that ended since the last poll, each reported once, oldest end first.
+
+        In an outage only exit records are read (see the class docstring)."""
         with self._lock:
             tracked = list(self._tasks.values())
-        if not tracked:
-            return []
-        self._answer_started([t for t in tracked if t.started is not None])
-        live = self._live_names()
+        live: set[str] | None
+        try:
+            self.available()  # notices the cluster's return, even with nothing tracked
+            live = self._live_names() if tracked or self._back else set()
+        except EngineUnreachable:
+            live = None
+        if live is not None and self._back:
+            self._after_outage(live)
+        if live is not None:
+            self._answer_started([t for t in tracked if t.started is not None])
         exits = []
         for t in tracked:
-            ended = self._check(t, live)
+            ended = self._check(t, live) if live is not None else self._check_in_outage(t)
             if ended is not None:
-                if ended.outcome is Outcome.LOST and t.running:
+                if ended.outcome is Outcome.LOST and t.running and live is not None:
                     with self._lock:  # its node may be gone (see SUSPECT_S)
                         self._suspect[t.node] = time.monotonic()
                 exits.append(ended)
@@ -349,6 +443,48 @@ class RayBackend:
         exits.sort(key=lambda e: (e.finished_at, e.handle.job_id, e.handle.task))
         return exits
 
+    def _check_in_outage(self, t: _Task) -> Exit | None:
+        record = read_json(Path(t.handle.run_dir) / EXIT_FILE)
+        if record is not None:
+            return exit_from_record(t.handle, record)
+        with self._lock:
+            since = self._down_since
+        if since is None or time.monotonic() - since < self.outage_timeout_s:
+            return None
+        with self._lock:
+            self._given_up.add(t.name)
+        return Exit(
+            t.handle, Outcome.LOST, None, None, time.time(),
+            f"the Ray cluster did not answer for {self.outage_timeout_s:g} s",
+        )  # fmt: skip
+
+    def _after_outage(self, live: set[str]) -> None:
+        """The cluster answers again: stop what was given up, send what was kept."""
+        self._back = False
+        with self._lock:
+            stops, self._stops = self._stops, {}
+            releases, self._releases = self._releases, set()
+            given_up = self._given_up & live
+        try:
+            for name in sorted(given_up):
+                actor = self._actor(name)
+                if actor is not None:
+                    log.warning("task %s, given up in the outage, still ran: stopped", name)
+                    self._ask(self.ray.kill, actor)
+                with self._lock:
+                    self._given_up.discard(name)
+            while stops:
+                name, (actor, outcome) = next(iter(stops.items()))
+                self._ask(lambda a=actor, o=outcome: a.stop.remote(o))
+                del stops[name]
+        except EngineUnreachable:  # down again: the rest waits for the next return
+            with self._lock:
+                self._stops.update(stops)
+                self._releases |= releases
+            return
+        for job_id, attempt in sorted(releases):
+            self.release(job_id, attempt)
+
     def _answer_started(self, waiting: list[_Task]) -> None:
         if not waiting:
             return
@@ -359,7 +495,7 @@ class RayBackend:
             if t.started not in done:
                 continue
             try:
-                self.ray.get(t.started, timeout=CALL_TIMEOUT_S)
+                self.ray.get(t.started, timeout=self.answer_s)
                 t.running = True
             except Exception as e:  # noqa: BLE001 - the actor died: told below by its name
                 log.warning("task %s: its actor ended before it started: %s", t.name, e)
@@ -387,7 +523,7 @@ class RayBackend:
             and t.started is not None
             and time.monotonic() - t.launched_at > self.place_timeout_s
         ):
-            self.ray.kill(t.actor, no_restart=True)
+            self._ask(self.ray.kill, t.actor)
             return Exit(
                 t.handle, Outcome.LOST, None, None, time.time(),
                 f"Ray did not place it on node {t.node} within {self.place_timeout_s:g} s",
@@ -406,26 +542,34 @@ class RayBackend:
 
     def stop(self, handle: Handle, outcome: Outcome) -> None:
         """Ask the task's actor to stop it (its stop signal, SIGKILL after its grace).
-        Non-blocking; the Exit comes through ``poll`` with ``outcome``."""
+        Non-blocking; the Exit comes through ``poll`` with ``outcome``. In an outage the
+        stop is kept and sent when the cluster answers again."""
         if outcome not in STOP_OUTCOMES:
             raise ValueError(f"outcome: stop takes CANCELLED or PREEMPTED, got {outcome!r}")
-        t = self._tracked(handle)
-        actor = t.actor if t is not None else self._actor(self.actor_name(*handle.key))
-        if actor is None or (Path(handle.run_dir) / EXIT_FILE).exists():
+        if (Path(handle.run_dir) / EXIT_FILE).exists():
             return
-        actor.stop.remote(outcome.value)
+        name = self.actor_name(*handle.key)
+        t = self._tracked(handle)
+        try:
+            actor = t.actor if t is not None else self._actor(name)
+            if actor is not None:
+                self._ask(lambda: actor.stop.remote(outcome.value))
+        except EngineUnreachable:
+            if t is not None:
+                with self._lock:
+                    self._stops.setdefault(name, (t.actor, outcome.value))
 
     def resize(self, handle: Handle, told: Elastic) -> None:
         t = self._tracked(handle)
         if t is not None:
-            t.actor.resize.remote((told.world_size, told.rank, told.generation))
+            self._ask(lambda: t.actor.resize.remote((told.world_size, told.rank, told.generation)))
 
     def elastic(self, handle: Handle) -> Elastic | None:
         t = self._tracked(handle)
         if t is None:
             return None
         try:
-            found = self.ray.get(t.actor.elastic.remote(), timeout=CALL_TIMEOUT_S)
+            found = self._ask(lambda: self.ray.get(t.actor.elastic.remote(), timeout=self.answer_s))
         except Exception:  # noqa: BLE001 - an actor that is gone has no elastic file
             return None
         return Elastic.from_json(found)
@@ -433,17 +577,13 @@ class RayBackend:
     # --- restart -------------------------------------------------------------------------
 
     def find(self, job_id: str, attempt: int, task: int) -> Handle | None:
-        """The task's handle if it was ever launched: its actor lives, or its run directory
-        has a trace of its supervisor (see ``Backend.find``)."""
+        """The task's handle if it was ever launched: its run directory has a trace of its
+        supervisor, or its actor lives (see ``Backend.find``)."""
         run_dir = self.run_dir_for(job_id, attempt, task)
-        name = self.actor_name(job_id, attempt, task)
-        if (
-            name in self._live_names()
-            or (run_dir / HANDLE_FILE).exists()
-            or (run_dir / EXIT_FILE).exists()
-        ):
-            return Handle(job_id, attempt, task, 0, 0, str(run_dir))
-        return None
+        handle = Handle(job_id, attempt, task, 0, 0, str(run_dir))
+        if (run_dir / HANDLE_FILE).exists() or (run_dir / EXIT_FILE).exists():
+            return handle
+        return handle if self.actor_name(job_id, attempt, task) in self._live_names() else None
 
     def adopt(self, handles: Iterable[Handle]) -> list[Exit]:
         """Track tasks launched before a restart, found by their actors' names; return the
@@ -459,7 +599,7 @@ class RayBackend:
             node = self._node_of(handle)
             t = _Task(handle, name, node, actor, None, time.monotonic(), running=True)
             if actor is not None:
-                t.started = actor.started.remote()
+                t.started = self._ask(lambda a=actor: a.started.remote())
             ended = self._check(t, live if actor is not None else live - {name})
             if ended is None:
                 with self._lock:
@@ -477,19 +617,24 @@ class RayBackend:
 
     def release(self, job_id: str, attempt: int) -> None:
         """Every task of the attempt has ended and its end is recorded: each actor removes
-        the task's scratch on its node and ends, giving its GPU share back to Ray."""
+        the task's scratch on its node and ends, giving its GPU share back to Ray. In an
+        outage this is kept for the cluster's return."""
         with self._lock:
             ended = self._ended.pop((job_id, attempt), None)
-        actors = list(ended.actors.values()) if ended is not None else []
-        if not actors:  # after a restart: find them by name
-            prefix = f"{self.instance}/{job_dir_name(job_id)}/{attempt}/"
-            actors = [
-                a for n in self._live_names() if n.startswith(prefix) and (a := self._actor(n))
-            ]
-        for actor in actors:
-            actor.release.remote()
+        actors = [a for a in ended.actors.values() if a is not None] if ended is not None else []
+        try:
+            if not actors:  # after a restart: find them by name
+                prefix = f"{self.instance}/{job_dir_name(job_id)}/{attempt}/"
+                names = sorted(n for n in self._live_names() if n.startswith(prefix))
+                actors = [a for n in names if (a := self._actor(n)) is not None]
+            for actor in actors:
+                self._ask(lambda a=actor: a.release.remote())
+        except EngineUnreachable:
+            with self._lock:
+                self._releases.add((job_id, attempt))
 
     def close(self) -> None:
         """Disconnect from Ray. Detached actors, and so the tasks, keep running."""
-        if self.ray.is_initialized():
+        self._calls.shutdown(wait=False, cancel_futures=True)
+        if self.ray.is_initialized() and self.available() is None:
             self.ray.shutdown()

@@ -129,6 +129,15 @@ def serve_command(
             help="How often the Ray cluster's nodes are read (joins and losses).",
         ),
     ] = 10.0,
+    engine_timeout: Annotated[
+        str,
+        typer.Option(
+            "--engine-timeout",
+            metavar="DURATION",
+            help="How long the Ray cluster may not answer before its running tasks are "
+            "taken for lost and requeued (submissions queue meanwhile).",
+        ),
+    ] = "10m",
     shared_dir: Annotated[
         Path | None,
         typer.Option(
@@ -372,6 +381,7 @@ def serve_command(
         fail(f"--util-max-samples: must be >= 0 (0: no cap), got {util_max_samples}")
     try:
         resize_cost_s = parse_duration(resize_cost, "--resize-cost")
+        engine_timeout_s = parse_duration(engine_timeout, "--engine-timeout")
     except SpecError as e:
         fail(str(e))
     state = state_dir or default_state_dir()
@@ -383,6 +393,7 @@ def serve_command(
             ray_address=ray_address,
             shared_dir=shared_dir,
             inventory_interval=inventory_interval,
+            engine_timeout=engine_timeout_s,
             gpus=gpus,
             gpu_model=gpu_model,
             node_name=node_name,
@@ -498,6 +509,7 @@ def build_server(
     ray_address: str | None = None,
     shared_dir: Path | None = None,
     inventory_interval: float = 10.0,
+    engine_timeout: float = 600.0,
     gpus: int | None = None,
     gpu_model: str | None = None,
     node_name: str | None = None,
@@ -576,7 +588,9 @@ def build_server(
         raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
     on_ray = None
     if engine == "ray":
-        on_ray = _ray_engine(ray_address, shared_dir, state, gpus, node_name, backend)
+        on_ray = _ray_engine(
+            ray_address, shared_dir, state, gpus, node_name, backend, engine_timeout
+        )
         inventory = None
     elif ray_address is not None or shared_dir is not None:
         raise SpecError("--ray-address and --shared-dir are for --backend ray")
@@ -840,6 +854,7 @@ def _ray_engine(
     gpus: int | None,
     node_name: str | None,
     backend: Any,
+    engine_timeout: float,
 ) -> Any:
     """The Ray backend for ``--backend ray`` (``backend``, a test's, if given)."""
     from suanli.control.identity import inside
@@ -859,7 +874,7 @@ def _ray_engine(
         return backend
     from suanli.backends.ray_backend import RayBackend
 
-    return RayBackend(address, shared)
+    return RayBackend(address, shared, outage_timeout_s=engine_timeout)
 
 
 def _private_sqlite(path: Path) -> Path:

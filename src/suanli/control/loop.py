@@ -43,6 +43,13 @@ Rules of the applier:
   ``ControlConfig.reconcile_interval_s``): the store's GPU claims and live attempts, this
   loop's attempts and the backend's tasks are compared and made to agree; each repair is an
   event in the job's history (``reconciled``).
+- **Engine outages.** A backend that drives an engine of its own (Ray) says through
+  ``available()`` when that engine does not answer; meanwhile the loop still records the
+  ends it can read and takes submissions in, but starts and stops nothing (the cycle does
+  not run; pending jobs say why); the backend decides when a silent task is lost
+  (``suanli.backends.ray_backend``).
+- **Inventory.** Such a backend also says its live nodes (``suanli.control.inventory``):
+  nodes that leave are unhealthy, nodes that join rebuild the scheduler.
 - **Billing from recorded exits.** An attempt ends when its last task ended, as the task's
   supervisor recorded it, not when the loop noticed (which may be after a restart).
 """
@@ -59,7 +66,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from suanli.backends.base import Backend, Exit, NodeGone, Outcome
+from suanli.backends.base import Backend, Exit, LaunchLost, Outcome
 from suanli.config.tenancy import TenancyConfig
 from suanli.control.attempts import Health, LiveAttempt, job_of, one_line, to_ms
 from suanli.control.crash import crash_point
@@ -235,15 +242,19 @@ class Controller(Repair, Resizer, Inventory):
             log.exception("services: sizing pass failed; scheduling goes on")
         self._watch_inventory(now, at_once=lost)  # a lost task may mean a lost node
         self._ingest(now)
-        self._shrink_for_waiting(now)  # before the cycle: a shrink comes before a preemption
         decisions: list[Decision] = []
-        if len(self.sched):
-            decisions = self.sched.cycle(self.rng, now)
-            self._apply(decisions, now)
-        self._launch_ready(now)
-        self._grow_into_idle(now)
-        if self.idle is not None:
-            self._watch_idle(now)
+        down = self._engine_down()
+        if down is None:
+            self._shrink_for_waiting(now)  # before the cycle: a shrink before a preemption
+            if len(self.sched):
+                decisions = self.sched.cycle(self.rng, now)
+                self._apply(decisions, now)
+            self._launch_ready(now)
+            self._grow_into_idle(now)
+            if self.idle is not None:
+                self._watch_idle(now)
+        else:  # nothing is started or stopped: submissions queue until the engine is back
+            self.reasons.update((job_id, f"waiting: {down}") for job_id in self.pending)
         self._write_reasons(now)
         self._meter()
         if now - self.reconciled_at >= self.config.reconcile_interval_s:
@@ -251,6 +262,12 @@ class Controller(Repair, Resizer, Inventory):
         if self.metrics is not None:
             self.metrics.observe_cycle(time.perf_counter() - t0)
         return decisions
+
+    def _engine_down(self) -> str | None:
+        """Why the backend's engine cannot start or stop anything now (None: it can). A
+        backend without an engine of its own (local, fake) is always up."""
+        available = getattr(self.backend, "available", None)
+        return available() if available is not None else None
 
     def run(
         self,
@@ -548,8 +565,9 @@ class Controller(Repair, Resizer, Inventory):
             text = one_line(f"launch failed: {type(e).__name__}: {e}")
             # A task of this attempt ran before a crash and cannot be found again: the
             # attempt is lost (and the job requeued), not the job's fault.
-            # So is one whose node has left the engine's cluster since it was placed.
-            lost = isinstance(e, FileExistsError | NodeGone)
+            # So is one the backend could not start for a reason not the job's (its node
+            # has left, its engine did not answer).
+            lost = isinstance(e, FileExistsError | LaunchLost)
             for h in live.handles.values():
                 try:
                     self.backend.stop(h, Outcome.CANCELLED)
