@@ -180,5 +180,12 @@ def test_an_outage_loses_nothing_early_and_a_given_up_task_never_runs_on(
             time.sleep(0.2)
         assert b.available() is None
         assert "tether_lost" in Path(long.run_dir, "exit.json").read_text()
+        b.release("out", 1)  # the ended task's actor gives its GPU back to Ray
+        import ray
+
+        deadline = time.monotonic() + DEADLINE_S
+        while "out/1/" in " ".join(ray.util.list_named_actors()):
+            assert time.monotonic() < deadline, ray.util.list_named_actors()
+            time.sleep(0.2)
     finally:
         b.close()

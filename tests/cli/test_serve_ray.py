@@ -237,6 +237,48 @@ def test_a_killed_raylet_loses_its_attempts_which_are_requeued(
         wait(c, job, "cancelled")
 
 
+ELASTIC = """
+import json, os, signal, sys, time
+seen = []
+def read(why):
+    with open(os.environ["SUANLI_ELASTIC_FILE"]) as f:
+        d = json.load(f)
+    print(why, "world=%(world_size)d rank=%(rank)d gen=%(generation)d" % d, flush=True)
+signal.signal(signal.SIGTERM, lambda *_: (print("stopped", flush=True), sys.exit(0)))
+read("start")
+signal.signal(signal.SIGUSR1, lambda *_: seen.append(1))
+while True:
+    if seen:
+        seen.clear()
+        read("resized")
+    time.sleep(0.02)
+"""
+
+
+def test_an_elastic_job_grows_onto_the_other_node_and_shrinks_for_a_waiting_job(
+    srv: Running,
+) -> None:
+    """The resize contract across Ray nodes: started on one node (4 GPUs), grown onto the
+    other; a job that needs those 4 GPUs makes it shrink (rank 1 stopped), and the survivor,
+    on the other node, is told through its node-local elastic file and SIGUSR1."""
+    with srv.client() as admin, srv.client(user_token(srv.client())) as c:
+        e = submit(c, command=[PY, "-c", ELASTIC], gpus=4, tasks=1, min_workers=1,
+                   max_workers=2, grace=5)  # fmt: skip
+        wait(c, e, "running")
+        out0 = wait_log(c, e, "world=2 rank=0", task=0)
+        out1 = wait_log(c, e, "start world=2 rank=1", task=1)
+        placed = admin.get(f"/v1/jobs/{e}").json()["attempts"][0]["placement"]
+        nodes = {int(t["task"]): t["node"] for t in placed}
+        assert sorted(nodes.values()) == ["node-a", "node-b"]
+        other = submit(c, command=[PY, "-c", "print('took the GPUs')"], gpus=4)
+        assert wait(c, other, "succeeded", "failed")["state"] == "succeeded"
+        assert "stopped" in wait_log(c, e, "stopped", task=1)
+        out0 = wait_log(c, e, "resized world=1 rank=0", task=0)
+        assert out0 and out1
+        c.post(f"/v1/jobs/{e}/cancel")
+        wait(c, e, "cancelled")
+
+
 def test_kill_9_of_the_control_plane_and_the_restart_adopts_what_runs(
     tmp_path: Path, ray_cluster: Any, shared: Path
 ) -> None:

@@ -437,9 +437,13 @@ class RayBackend:
                 exits.append(ended)
                 with self._lock:
                     self._tasks.pop(t.handle.key, None)
-                    self._ended.setdefault(t.handle.key[:2], _Ended()).actors[t.handle.task] = (
-                        t.actor
-                    )
+                if live is not None and t.name in live:
+                    self._release_actor(t.actor)  # its GPU share back to Ray now
+                else:
+                    with self._lock:
+                        self._ended.setdefault(t.handle.key[:2], _Ended()).actors[t.handle.task] = (
+                            t.actor
+                        )
         exits.sort(key=lambda e: (e.finished_at, e.handle.job_id, e.handle.task))
         return exits
 
@@ -607,18 +611,24 @@ class RayBackend:
             else:
                 exits.append(ended)
                 if actor is not None:
-                    with self._lock:
-                        self._ended.setdefault(handle.key[:2], _Ended()).actors[handle.task] = actor
+                    self._release_actor(actor)
         return exits
 
     def _node_of(self, handle: Handle) -> str:
         record = read_json(Path(handle.run_dir) / PLACED_FILE) or {}
         return str(record.get("node") or "?")
 
+    def _release_actor(self, actor: Any) -> None:
+        try:
+            self._ask(lambda: actor.release.remote())
+        except EngineUnreachable:
+            pass  # found by name at the attempt's release
+
     def release(self, job_id: str, attempt: int) -> None:
-        """Every task of the attempt has ended and its end is recorded: each actor removes
-        the task's scratch on its node and ends, giving its GPU share back to Ray. In an
-        outage this is kept for the cluster's return."""
+        """Every task of the attempt has ended and its end is recorded: each actor still
+        there (each is asked to end as soon as its task's end is read) removes the task's
+        scratch on its node and ends, giving its GPU share back to Ray. In an outage this is
+        kept for the cluster's return."""
         with self._lock:
             ended = self._ended.pop((job_id, attempt), None)
         actors = [a for a in ended.actors.values() if a is not None] if ended is not None else []

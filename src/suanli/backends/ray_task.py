@@ -14,6 +14,7 @@ by the control plane, which wraps :class:`TaskKeeper` with ``ray.remote`` at run
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -95,11 +96,21 @@ class TaskKeeper:
         return found.to_json() if found is not None else None
 
     def release(self) -> None:
-        """The task's end is recorded: remove its scratch on this node, then end the actor
-        (which gives its resources back to Ray)."""
+        """The task's end is read: remove its scratch on this node (its siblings' stay), then
+        end the actor, which gives the task's GPU share back to Ray at once (a task a
+        shrink removed frees its GPUs for the job that waits for them)."""
         import ray
 
-        self.local.release(self.spec.job_id, self.spec.attempt)
+        spec = self.spec
+        scratch = self.local.scratch_dir_for(spec.job_id, spec.attempt, spec.task)
+        shutil.rmtree(scratch, ignore_errors=True)
+        elastic = self.local.elastic_file_for(spec.job_id, spec.attempt, spec.task)
+        elastic.unlink(missing_ok=True)
+        for level in (elastic.parent, scratch.parent, scratch.parent.parent):
+            try:
+                level.rmdir()  # the attempt's and the job's, once no task has one left
+            except OSError:
+                pass
         self.local.close()
         ray.actor.exit_actor()
 
