@@ -89,7 +89,46 @@ def default_state_dir() -> Path:
     return Path(base) / "suanli"
 
 
+def _config_file(ctx: typer.Context, param: Any, value: Path | None) -> Path | None:
+    """``--config FILE``: a YAML mapping of serve's options (``backend: ray``,
+    ``ray-address: head:6379``, ``preempt: true``, ...) made the defaults; options given on
+    the command line still win. Read first (an eager option), so every other option sees it."""
+    if value is None:
+        return None
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(value.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise typer.BadParameter(f"{value}: {' '.join(str(e).split())}") from None
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise typer.BadParameter(f"{value}: must be a mapping of option names to values")
+    by_flag = {o: p.name for p in ctx.command.params for o in p.opts if o.startswith("--")}
+    defaults = {}
+    for key, setting in loaded.items():
+        flag = "--" + str(key).replace("_", "-")
+        name = by_flag.get(flag)
+        if name is None or name == "config":
+            raise typer.BadParameter(f"{value}: {key!r} is not an option of suanli serve")
+        defaults[name] = setting
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    return value
+
+
 def serve_command(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="A YAML file of these options (backend: ray, ray-address: ...); the "
+            "command line wins.",
+            is_eager=True,
+            callback=_config_file,
+        ),
+    ] = None,
     state_dir: Annotated[
         Path | None,
         typer.Option(
