@@ -14,8 +14,19 @@ that a few jobs end and a few start in each pass. Printed: each pass's wall time
 backend poll, intake, the core's cycle, the store writes, launches) and the core's cycle alone
 inside it, as the baseline.
 
+``scale``: placements per second at the scale of Kubernetes' scheduler performance gate
+(``test/integration/scheduler_perf``: >= 680 pods/s at 5,000 nodes and 10,000 pods; see
+``../shared/docs/ANCHORS.md``). 10,000 single-GPU jobs wait in a SQLite store when the live
+loop starts on 5,000 virtual nodes of 8 GPUs (fake backend, fake clock, the jobs run until
+stopped); timed from the loop's start (``recover`` included, then ``step`` passes as
+``Controller.run`` makes them, without its idle waits between passes) until every job is
+running (target >= 1,000 placements/s). Baseline, in the same run: the core's cycle alone
+(the scheduler ``suanli.core.builder`` builds over a ``ClusterView`` of the same cluster)
+admitting the same 10,000 jobs, which must place each where the loop did.
+
     PYTHONPATH=src python benchmarks/bench_serve.py submit
     PYTHONPATH=src python benchmarks/bench_serve.py cycle
+    PYTHONPATH=src python benchmarks/bench_serve.py scale
 """
 
 from __future__ import annotations
@@ -229,19 +240,134 @@ def bench_cycle(nodes: int, pending: int, passes: int) -> None:
         store.close()
 
 
+def _declared_store(path: Path, cluster: Any) -> Any:
+    """A SQLite store at ``path`` holding ``cluster`` as a declared inventory of H100s."""
+    from suanli.store import jobs as js
+    from suanli.store import open_store
+
+    store = open_store(path)
+    js.sync_inventory(
+        store,
+        [js.NodeRow(n.name, n.gpus, "H100", 81920, n.cpu_milli, n.memory_mib, True, "declared")
+         for n in cluster.nodes],
+        [js.GpuRow(n.name, i, "H100", f"v-{n.name}-{i}", 81920)
+         for n in cluster.nodes for i in range(n.gpus)],
+        0,
+    )  # fmt: skip
+    return store
+
+
+def bench_scale(nodes: int, jobs: int, profile: str | None = None) -> None:
+    import numpy as np
+
+    from suanli.backends.fake import FakeBackend
+    from suanli.config.cluster import load_cluster
+    from suanli.control.attempts import job_of
+    from suanli.control.loop import MIN_GAP_S, ControlConfig, Controller
+    from suanli.control.spec import JobSpec
+    from suanli.core.builder import build
+    from suanli.core.decisions import Admit
+    from suanli.core.view import ClusterView
+    from suanli.sim.engine import PolicySet
+    from suanli.store import jobs as js
+
+    cluster = load_cluster(f"{nodes}x8xH100")
+    policy = PolicySet.parse("fifo+best-fit")
+    clock_t = [0.0]
+    with tempfile.TemporaryDirectory() as tmp:
+        s0 = time.perf_counter()
+        store = _declared_store(Path(tmp) / "bench.db", cluster)
+        spec = JobSpec(command=["train"], gpus=1, tenant="lab").model_dump(mode="json")
+        new = [js.NewJob(spec, "lab", "u", "", "lab", "normal") for _ in range(jobs)]
+        records = js.submit_jobs(store, new, 0)
+        setup = time.perf_counter() - s0
+        print(f"setup: {nodes:,} nodes x 8 GPUs, {jobs:,} single-GPU jobs pending in the store "
+              f"({setup:.1f} s)")  # fmt: skip
+
+        # The live loop: recover, then passes until every job runs.
+        backend = FakeBackend(lambda: clock_t[0])
+        ctl = Controller(
+            store, ControlConfig(cluster=cluster, policy=policy), backend,
+            clock=lambda: clock_t[0],
+        )  # fmt: skip
+        prof = None
+        if profile is not None:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        t0 = time.perf_counter()
+        ctl.recover()
+        recovered = time.perf_counter() - t0
+        passes = running = 0
+        live: dict[str, Any] = {}
+        while running < jobs:
+            clock_t[0] += MIN_GAP_S
+            live.update((d.job.id, d.placement) for d in ctl.step() if type(d) is Admit)
+            passes += 1
+            placed, running = running, len(backend.running())
+            if running == placed:  # nothing ends: a pass that places nothing, nor will the next
+                raise SystemExit(f"{running:,} of {jobs:,} running after {passes} passes")
+        loop_s = time.perf_counter() - t0
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(profile)
+        states = js.job_counts(store)
+        if states != {("running", "lab"): jobs}:
+            raise SystemExit(f"the store does not say every job runs: {states}")
+
+        # The baseline: the core's cycle alone over the same cluster and jobs.
+        sched = build(ClusterView(cluster), policy)
+        c0 = time.perf_counter()
+        for rec in records:
+            sched.submit(job_of(rec)[1], 0.0)
+        submitted = time.perf_counter() - c0
+        rng = np.random.default_rng(0)
+        core: dict[str, Any] = {}
+        cycles = 0
+        c1 = time.perf_counter()
+        while len(sched):
+            core.update((d.job.id, d.placement) for d in sched.cycle(rng, 0.0) if type(d) is Admit)
+            cycles += 1
+        cycle_s = time.perf_counter() - c1
+        if core != live:
+            raise SystemExit(f"the core placed {len(core):,} jobs, the loop {len(live):,}, "
+                             "not all in the same places")  # fmt: skip
+        store.close()
+
+    print(f"loop   {jobs:,} placed in {loop_s:6.2f} s  {jobs / loop_s:8.0f} placements/s "
+          f"(recover {recovered:.2f} s, {passes} pass{'es' if passes != 1 else ''}; "
+          f"target >= 1,000/s)")  # fmt: skip
+    print(f"cycle  {jobs:,} placed in {cycle_s:6.2f} s  {jobs / cycle_s:8.0f} placements/s "
+          f"({cycles} cycle{'s' if cycles != 1 else ''}; the core alone, after "
+          f"{submitted:.2f} s of submissions; the same placements)")  # fmt: skip
+    print(
+        f"ratio  loop / cycle: {loop_s / cycle_s:.2f} "
+        "(Kubernetes' gate at 5,000 nodes, 10,000 pods: >= 680 pods/s)"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("what", choices=("submit", "cycle"))
-    p.add_argument("--jobs", type=int, default=3000)
+    p.add_argument("what", choices=("submit", "cycle", "scale"))
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="submit: 3,000 submissions; scale: 10,000 jobs in the store",
+    )
     p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--nodes", type=int, default=None, help="cycle: 1,000; scale: 5,000")
+    p.add_argument("--profile", metavar="FILE", help="scale: cProfile the loop into FILE")
     p.add_argument("--pending", type=int, default=10_000)
     p.add_argument("--passes", type=int, default=50)
     a = p.parse_args()
     if a.what == "submit":
-        bench_submit(a.jobs, a.clients)
+        bench_submit(a.jobs or 3000, a.clients)
+    elif a.what == "cycle":
+        bench_cycle(a.nodes or 1000, a.pending, a.passes)
     else:
-        bench_cycle(a.nodes, a.pending, a.passes)
+        bench_scale(a.nodes or 5000, a.jobs or 10_000, a.profile)
 
 
 if __name__ == "__main__":
