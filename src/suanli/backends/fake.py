@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from suanli.backends.base import (
@@ -36,9 +36,18 @@ class _FakeTask:
     runtime_s: float | None  # None: runs until stopped
     stopped: Exit | None = None
     reported: Exit | None = None
+    natural: Exit | None = field(init=False)
+    """How the task ends if nobody stops it (``natural_exit``), worked out once: a poll
+    looks at every running task."""
+
+    def __post_init__(self) -> None:
+        self.natural = self._natural_exit()
 
     def natural_exit(self) -> Exit | None:
         """How the task ends if nobody stops it; None if it never ends by itself."""
+        return self.natural
+
+    def _natural_exit(self) -> Exit | None:
         limit = self.spec.max_runtime_s
         if self.runtime_s is not None and (limit is None or self.runtime_s <= limit):
             return Exit(
@@ -65,7 +74,7 @@ class _FakeTask:
         """The task's Exit if it has ended by ``now``."""
         if self.stopped is not None:
             return self.stopped
-        natural = self.natural_exit()
+        natural = self.natural
         if natural is not None and natural.finished_at <= now:
             return natural
         return None
@@ -150,7 +159,7 @@ class FakeBackend:
         ends = [
             end.finished_at
             for key in self._tracked
-            if (end := self._world[key].stopped or self._world[key].natural_exit()) is not None
+            if (end := self._world[key].stopped or self._world[key].natural) is not None
         ]
         return min(ends, default=None)
 

@@ -195,6 +195,7 @@ class Controller(Repair, Resizer, Inventory):
         self.services = ServiceKeeper(store, step_s=config.service_step_s)
         self.idle = IdleWatch(store, config.idle) if config.idle is not None else None
         self.idle_due: dict[tuple[str, int], LiveAttempt] = {}  # idle past grace: reclaim
+        self.batch: list[Admit] | None = None  # admissions of a run, written at its end
         self.inventory_at = -float("inf")  # the clock's time of the last inventory read
         self.inventory_source = "declared"  # how stored nodes say they were found
         self.on_cluster: Callable[[ClusterSpec], None] | None = None  # told of a new cluster
@@ -202,22 +203,39 @@ class Controller(Repair, Resizer, Inventory):
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
         ``_guard``) and the rest are applied. A pass may hold thousands of skips: the
-        guard here costs nothing until something raises."""
+        guard here (a ``try``) costs nothing until something raises. The admissions of a
+        run of them (with the skips among them) are written together at its end
+        (``_admit_all``): store first still, since launches come after the cycle."""
         i, n = 0, len(decisions)
         while i < n:
+            j = i + 1
+            if type(decisions[i]) is Admit:
+                while j < n and type(decisions[j]) in (Admit, Skip):
+                    j += 1
+                self.batch = []
+            else:
+                while j < n and type(decisions[j]) is not Admit:
+                    j += 1
             try:
-                while i < n:
-                    apply((decisions[i],), self, now)
-                    i += 1
-            except Exception as e:  # noqa: BLE001 - one job's failure must not stop the loop
-                d = decisions[i]
-                i += 1
-                log.exception("job %s: error while applying its decision", d.job.id)
-                try:
-                    self._quarantine(d.job.id, f"applying its {type(d).__name__} decision: "
-                                                f"{type(e).__name__}: {e}")  # fmt: skip
-                except Exception:  # noqa: BLE001 - the store may be the cause
-                    log.exception("job %s: could not record the failure", d.job.id)
+                for d in decisions[i:j]:
+                    try:
+                        apply((d,), self, now)
+                    except Exception as e:  # noqa: BLE001 - one job's failure must not stop the loop
+                        self._failed(d, e)
+            finally:
+                batch, self.batch = self.batch, None
+            if batch:
+                self._admit_all(batch, now)
+            i = j
+
+    def _failed(self, d: Decision, e: Exception) -> None:
+        """Applying ``d`` raised ``e``: its job fails alone (as ``_guard``)."""
+        log.exception("job %s: error while applying its decision", d.job.id)
+        try:
+            self._quarantine(d.job.id, f"applying its {type(d).__name__} decision: "
+                                        f"{type(e).__name__}: {e}")  # fmt: skip
+        except Exception:  # noqa: BLE001 - the store may be the cause
+            log.exception("job %s: could not record the failure", d.job.id)
 
     def _send_stop(self, live: LiveAttempt) -> None:
         """Send the stop to every task of ``live`` that has not exited."""
@@ -403,9 +421,14 @@ class Controller(Repair, Resizer, Inventory):
             js.add_event(conn, d.job.id, to_ms(now), "demoted", str(d))
 
     def admit(self, d: Admit, now: float) -> None:
+        if self.batch is not None:
+            self.batch.append(d)  # written with the others of its run (``_apply``)
+            return
+        self._admit_one(d, now)
+
+    def _admit_one(self, d: Admit, now: float) -> None:
         rec, spec, _ = self._leave_pending(d.job.id)
         attempt = rec.attempts + 1
-        live = LiveAttempt(d.job, rec, spec, attempt, d.placement, "admitted")
         try:
             with self.store.begin() as conn:
                 js.admit_attempt(
@@ -419,6 +442,38 @@ class Controller(Repair, Resizer, Inventory):
             self.sched.submit(d.job, now, requeued=True)
             self.pending[rec.id] = (rec, spec, d.job)
             return
+        self._admitted(d, rec, spec)
+
+    def _admit_all(self, batch: list[Admit], now: float) -> None:
+        """Write the admissions ``batch`` in one transaction, then make them live. If that
+        transaction fails (a claim refused, a job gone), nothing was written: each is then
+        admitted in a transaction of its own, and the one at fault fails alone."""
+        done = False
+        if len(batch) > 1:
+            try:
+                rows = []
+                for d in batch:
+                    rec = self.pending[d.job.id][0]
+                    rows.append((rec.id, rec.attempts + 1, self._placement_json(d.placement)))
+                with self.store.begin() as conn:
+                    js.admit_attempts(conn, rows, to_ms(now))
+                done = True
+            except Exception as e:  # noqa: BLE001 - each is tried alone, and fails alone
+                log.warning("%d admissions in one transaction failed (%s: %s): writing them "
+                            "one by one", len(batch), type(e).__name__, e)  # fmt: skip
+        for d in batch:
+            try:
+                if done:
+                    rec, spec, _ = self._leave_pending(d.job.id)
+                    self._admitted(d, rec, spec)
+                else:
+                    self._admit_one(d, now)
+            except Exception as e:  # noqa: BLE001 - one job's failure must not stop the loop
+                self._failed(d, e)
+
+    def _admitted(self, d: Admit, rec: js.JobRecord, spec: JobSpec) -> None:
+        """``d`` is written: its attempt is live (and launched once its GPUs are free)."""
+        live = LiveAttempt(d.job, rec, spec, rec.attempts + 1, d.placement, "admitted")
         self.live[live.key] = live
         self.reasons.pop(rec.id, None)
         if self.metrics is not None:
@@ -544,15 +599,27 @@ class Controller(Repair, Resizer, Inventory):
 
     # ------------------------------------------------------------------ launching
     def _launch_ready(self, now: float) -> None:
+        """Launch every admitted attempt whose GPUs are free; the launches are recorded
+        together, in one transaction, after the last of them (``_record_launches``)."""
+        launched: list[LiveAttempt] = []
         for live in list(self.live.values()):
             if live.state == "admitted" and not live.handles and not self._waits(live):
                 with self._guard(live.job.id, "launching it"):
-                    self._launch(live, now)
+                    if self._start_tasks(live, now):
+                        launched.append(live)
+        self._record_launches(launched, now)
 
     def _waits(self, live: LiveAttempt) -> bool:
         return any(self.draining.get((tp.node, g)) for tp in live.placement.tasks for g in tp.gpus)
 
     def _launch(self, live: LiveAttempt, now: float) -> None:
+        if self._start_tasks(live, now):
+            self._record_launches([live], now)
+
+    def _start_tasks(self, live: LiveAttempt, now: float) -> bool:
+        """Launch ``live``'s tasks (those not adopted); True if they all started (the
+        attempt runs, to be recorded by ``_record_launches``), False if one failed (the
+        attempt then ended)."""
         try:
             for i, slot in enumerate(live.slots):
                 if slot in live.handles:
@@ -576,18 +643,27 @@ class Controller(Repair, Resizer, Inventory):
             live.state = "stopping"
             live.why_stopping = Outcome.LOST if lost else Outcome.FAILED
             self._attempt_over(live, now, detail=text)
-            return
+            return False
         live.started_at = now
         crash_point("launch-unrecorded")
         live.state = "running"
-        with self.store.begin() as conn:
-            js.attempt_started(
-                conn,
-                live.job.id,
-                live.attempt,
-                [h.to_json() for h in live.handles.values()],
-                to_ms(now),
-            )
+        return True
+
+    def _record_launches(self, launched: list[LiveAttempt], now: float) -> None:
+        """Record that ``launched`` run (their handles), in one transaction; if it fails,
+        one by one, each under its job's guard (one that cannot be recorded fails alone)."""
+        rows = [(a.job.id, a.attempt, [h.to_json() for h in a.handles.values()])
+                for a in launched]  # fmt: skip
+        if len(rows) > 1:
+            try:
+                js.attempts_started(self.store, rows, to_ms(now))
+                return
+            except Exception as e:  # noqa: BLE001 - each is tried alone, and fails alone
+                log.warning("recording %d launches in one transaction failed (%s: %s): "
+                            "recording them one by one", len(rows), type(e).__name__, e)  # fmt: skip
+        for live, (job_id, attempt, handles) in zip(launched, rows, strict=True):
+            with self._guard(live.job.id, "recording its launch"):
+                js.attempt_started(self.store, job_id, attempt, handles, to_ms(now))
 
     # ------------------------------------------------------------------ endings
     def _task_exited(self, e: Exit, now: float) -> None:

@@ -112,8 +112,14 @@ class Repair:
                     self._stopped_if_done(live, now)
                 elif live.state == "running" and live.spec.elastic:
                     self._resume_resize(live, now)
-        for rec in js.jobs_in(self.store, ["pending"]):
-            self._submit(rec, now)
+        for _, job_id in js.job_ids_in(self.store, ["pending"]):
+            if job_id in self.pending:
+                continue  # requeued while its attempt was recovered
+            rec = records.get(job_id)
+            if rec is None or rec.state != "pending":  # submitted or requeued since then
+                rec = js.get_job(self.store, job_id)
+            if rec is not None and rec.state == "pending":
+                self._submit(rec, now)
         self.last_seq = max([self.last_seq, *(r.seq for r in records.values())])
         self.reconcile(now)
 
@@ -266,10 +272,13 @@ class Repair:
                         now,
                     )
         live_jobs = {k[0] for k in self.live}
-        for rec in js.jobs_in(self.store, ["pending"]):
-            if rec.seq > self.last_seq:
+        for seq, job_id in js.job_ids_in(self.store, ["pending"]):
+            if seq > self.last_seq:
                 continue  # submitted since this pass took submissions in: the next one will
-            if rec.id not in self.pending and rec.id not in live_jobs:
+            if job_id not in self.pending and job_id not in live_jobs:
+                rec = js.get_job(self.store, job_id)
+                if rec is None or rec.state != "pending":
+                    continue  # it has moved on since
                 note(rec.id, "taken in: pending in the store but not in the scheduler")
                 self._submit(rec, now)
         return done

@@ -384,6 +384,14 @@ def jobs_in(target: Target, states: Iterable[str], *, after: int | None = None) 
         return [_job(r) for r in conn.execute(q)]
 
 
+def job_ids_in(target: Target, states: Iterable[str]) -> list[tuple[int, str]]:
+    """The (``seq``, id) of every job in one of ``states``, in submission order: which jobs
+    they are, without reading each one (``jobs_in`` for the records)."""
+    q = sa.select(jobs.c.seq, jobs.c.id).where(jobs.c.state.in_(list(states))).order_by(jobs.c.seq)
+    with reading(target) as conn:
+        return [(int(seq), job_id) for seq, job_id in conn.execute(q)]
+
+
 def cancel_requests(target: Target) -> list[JobRecord]:
     """Jobs asked to be cancelled that have not ended yet."""
     q = (
@@ -441,6 +449,108 @@ def admit_attempt(
             )
         where = ", ".join(sorted({t["node"] for t in placement}))
         set_job_state(c, job_id, "admitted", now_ms, attempts=attempt, reason=f"on {where}")
+
+
+def admit_attempts(
+    conn: Target, admitted: Sequence[tuple[str, int, list[dict[str, Any]]]], now_ms: int
+) -> None:
+    """``admit_attempt`` for each (job, attempt, placement) of ``admitted``, in order, in one
+    transaction of a few statements whatever their number (the loop's admissions of one
+    pass). One double claim or one job that is not there refuses them all
+    (``sa.exc.IntegrityError``, ``JobStoreError``): the caller's transaction is then to be
+    rolled back, and the attempts may be admitted one by one to find the one at fault."""
+    if not admitted:
+        return
+    attempt_rows: list[dict[str, Any]] = []
+    claim_rows: list[dict[str, Any]] = []
+    reasons: dict[str, str | None] = {}
+    tried: dict[str, int] = {}
+    for job_id, attempt, placement in admitted:
+        attempt_rows.append(
+            {
+                "job_id": job_id,
+                "attempt": attempt,
+                "state": "admitted",
+                "placement": json.dumps(placement, separators=(",", ":")),
+                "admitted_ms": now_ms,
+                "metered": False,
+            }
+        )
+        claim_rows.extend(
+            {"job_id": job_id, "attempt": attempt, "task": t["task"], "node": t["node"],
+             "idx": gpu, "milli": t["gpu_milli"]}
+            for t in placement
+            if t["gpu_milli"] > 0
+            for gpu in t["gpus"]
+        )  # fmt: skip
+        where = ", ".join(sorted({t["node"] for t in placement}))
+        reasons[job_id], tried[job_id] = f"on {where}", attempt
+    if len(reasons) != len(admitted):
+        raise JobStoreError("admit_attempts: a job is admitted twice")
+    with writing(conn) as c:
+        c.execute(sa.insert(attempts), attempt_rows)
+        if claim_rows:
+            c.execute(sa.insert(gpu_claims), claim_rows)
+        _set_states(c, "admitted", reasons, now_ms, attempts=tried)
+
+
+def attempts_started(
+    conn: Target, started: Sequence[tuple[str, int, list[dict[str, Any]]]], now_ms: int
+) -> None:
+    """``attempt_started`` for each (job, attempt, handles) of ``started``, in order, in one
+    transaction of a few statements whatever their number (the loop's launches of one
+    pass). A job that is not there refuses them all (``JobStoreError``: the caller's
+    transaction is then to be rolled back)."""
+    if not started:
+        return
+    running: dict[str, str | None] = {job_id: None for job_id, _, _ in started}
+    if len(running) != len(started):
+        raise JobStoreError("attempts_started: a job is started twice")
+    with writing(conn) as c:
+        c.execute(
+            sa.update(attempts)
+            .where(attempts.c.job_id == sa.bindparam("b_job"),
+                   attempts.c.attempt == sa.bindparam("b_attempt"))
+            .values(state="running", handles=sa.bindparam("b_handles"), started_ms=now_ms),
+            [{"b_job": job_id, "b_attempt": attempt, "b_handles": json.dumps(handles)}
+             for job_id, attempt, handles in started],
+        )  # fmt: skip
+        _set_states(c, "running", running, now_ms)
+
+
+def _set_states(
+    conn: Any,
+    state: str,
+    reasons: dict[str, str | None],
+    now_ms: int,
+    *,
+    attempts: dict[str, int] | None = None,
+) -> None:
+    """``set_job_state`` to ``state`` for each job of ``reasons`` (job -> its reason; with
+    ``attempts``, job -> its attempts), in two statements; ``JobStoreError`` if a job is
+    not there."""
+    values: dict[str, Any] = {"state": state, "reason": sa.bindparam("b_reason"),
+                              "updated_ms": now_ms}  # fmt: skip
+    if attempts is not None:
+        values["attempts"] = sa.bindparam("b_attempts")
+    params = [
+        {"b_id": job_id, "b_reason": reason}
+        | ({"b_attempts": attempts[job_id]} if attempts is not None else {})
+        for job_id, reason in reasons.items()
+    ]
+    n = conn.execute(
+        sa.update(jobs).where(jobs.c.id == sa.bindparam("b_id")).values(**values), params
+    ).rowcount
+    if not conn.dialect.supports_sane_multi_rowcount:
+        q = sa.select(sa.func.count()).select_from(jobs).where(jobs.c.id.in_(list(reasons)))
+        n = int(conn.execute(q).scalar() or 0)
+    if n != len(reasons):
+        raise JobStoreError(f"{len(reasons) - n} of {len(reasons)} jobs are not there")
+    conn.execute(
+        sa.insert(job_events),
+        [{"job_id": job_id, "at_ms": now_ms, "kind": state, "detail": reason or ""}
+         for job_id, reason in reasons.items()],
+    )  # fmt: skip
 
 
 def attempt_started(
