@@ -200,20 +200,25 @@ def test_a_spot_gang_preempted_by_a_high_job_resumes_from_its_checkpoint(
 def test_a_killed_raylet_loses_its_attempts_which_are_requeued(
     srv: Running, ray_cluster: Any, shared: Path
 ) -> None:
-    """A third node of two GPUs joins; a two-GPU job lands there (the tightest fit); the
-    node's raylet is killed: the attempt is lost, the node unhealthy, the job requeued and
-    resumed on another node from its checkpoint."""
-    ray_cluster.add("node-c", gpus=2)
+    """A third node, of two A100s, joins: a job that only it can hold, refused before, is
+    accepted and lands there (a second GPU model in the cluster); the node's raylet is
+    killed: the attempt is lost, the node unhealthy, the job requeued and resumed on another
+    node from its checkpoint (the job accepts H100s too)."""
     ckpt = shared / "ckpt-c"
     ckpt.mkdir()
     ckpt.chmod(0o777)
+    only_a100 = {"command": ["true"], "gpus": 2, "gpu_models": ["A100"]}
     with srv.client() as admin, srv.client(user_token(srv.client())) as c:
+        refused = c.post("/v1/jobs", json=only_a100)
+        assert refused.status_code == 422 and "never" in refused.text, refused.text
+        ray_cluster.add("node-c", gpus=2, model="A100")
         deadline = time.monotonic() + DEADLINE_S
         while "node-c" not in {n["name"] for n in admin.get("/v1/nodes").json()["nodes"]}:
             assert time.monotonic() < deadline, "node-c never joined the inventory"
             time.sleep(0.2)
+        assert wait(c, submit(c, **only_a100), "succeeded")["state"] == "succeeded"
         job = submit(c, command=[PY, "-c", CHECKPOINTED.replace('os.environ["RANK"]', '"0"')],
-                     gpus=2, checkpoint_dir=str(ckpt))  # fmt: skip
+                     gpus=2, gpu_models=["A100", "H100"], checkpoint_dir=str(ckpt))  # fmt: skip
         wait(c, job, "running")
         first = admin.get(f"/v1/jobs/{job}").json()["attempts"][0]
         assert [t["node"] for t in first["placement"]] == ["node-c"]
