@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,40 +28,14 @@ from typing import Any
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_serve import start_server  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "import time; print(repr(time.time()), flush=True)"
 # Run as root, the server runs tasks as nobody, who cannot run an interpreter under /root.
 PY = next((p for p in ("/usr/bin/python3", "/bin/python3") if os.path.exists(p)), sys.executable)
 PY = PY if os.geteuid() == 0 else sys.executable
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _serve(tmp: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
-    state, port = tmp / "state", _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(tmp / "serve.log", "wb")  # noqa: SIM115 - the child holds it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "suanli.cli.main", "serve", "--state-dir", str(state),
-         "--port", str(port), "--interval", "0.05", *extra],
-        stdout=log, stderr=log, cwd=ROOT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            raise SystemExit("the server did not start: " + (tmp / "serve.log").read_text())
-        time.sleep(0.1)
-    token = (state / "admin.token").read_text().strip()
-    return proc, url, {"Authorization": f"Bearer {token}"}
 
 
 def _at(text: str) -> float:
@@ -110,7 +82,7 @@ def run(engine: str, jobs: int, ray_address: str | None, shared: Path | None) ->
     extra = (["--gpus", str(jobs), "--gpu-model", "H100"] if engine == "local" else
              ["--backend", "ray", "--ray-address", str(ray_address), "--shared-dir",
               str(shared)])  # fmt: skip
-    proc, url, headers = _serve(tmp, extra)
+    proc, url, headers = start_server(tmp, ["--interval", "0.05", *extra])
     try:
         return measure(url, headers, jobs)
     finally:

@@ -94,32 +94,38 @@ def _cancel_all(url: str, headers: dict[str, str]) -> None:
                 time.sleep(0.2)
 
 
+def start_server(
+    tmp: Path, extra: list[str]
+) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
+    """``suanli serve`` as its own process on a state under ``tmp`` with ``extra`` options,
+    once it answers ``/healthz``: the process, its URL and the admin's headers."""
+    state, port = tmp / "state", _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(tmp / "serve.log", "wb")  # noqa: SIM115 - the child holds it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "suanli.cli.main", "serve", "--state-dir", str(state),
+         "--port", str(port), *extra],
+        stdout=log, stderr=log, cwd=ROOT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise SystemExit("the server did not start: " + (tmp / "serve.log").read_text())
+        time.sleep(0.1)
+    token = (state / "admin.token").read_text().strip()
+    return proc, url, {"Authorization": f"Bearer {token}"}
+
+
 def bench_submit(jobs: int, clients: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp) / "state"
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
-        log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "suanli.cli.main", "serve", "--state-dir", str(state),
-             "--port", str(port), "--gpus", "2", "--gpu-model", "H100"],
-            stdout=log, stderr=log, cwd=ROOT,
-        )  # fmt: skip
+        proc, url, headers = start_server(Path(tmp), ["--gpus", "2", "--gpu-model", "H100"])
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit(
-                        "the server did not start: " + (Path(tmp) / "serve.log").read_text()
-                    )
-                time.sleep(0.1)
-            token = (state / "admin.token").read_text().strip()
-            headers = {"Authorization": f"Bearer {token}"}
             # Two long jobs take the two GPUs; the submissions then wait, as in a busy cluster.
             filler = {"command": ["sleep", "600"], "gpus": 1, "tenant": "lab"}
             with httpx.Client(base_url=url, headers=headers) as c:

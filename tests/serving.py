@@ -92,8 +92,10 @@ def submit(c: httpx.Client, **spec: Any) -> str:
     return str(r.json()["id"])
 
 
-def wait_state(c: httpx.Client, job_id: str, *states: str) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE_S
+def wait_state(
+    c: httpx.Client, job_id: str, *states: str, deadline_s: float = DEADLINE_S
+) -> dict[str, Any]:
+    deadline = time.monotonic() + deadline_s
     while True:
         job = c.get(f"/v1/jobs/{job_id}").json()["job"]
         if job["state"] in states:

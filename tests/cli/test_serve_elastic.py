@@ -33,30 +33,11 @@ from suanli.cli.main import app as cli
 from suanli.core.idle import IdlePolicy
 from suanli.store import jobs as js
 from suanli.store.schema import gpu_claims
-from tasks import open_dir
+from tasks import ELASTIC_WORKER, open_dir
 
-WORKER = """
-import json, os, signal, sys, time
-seen = []
-def read(why):
-    with open(os.environ["SUANLI_ELASTIC_FILE"]) as f:
-        d = json.load(f)
-    print(why, "world=%(world_size)d rank=%(rank)d gen=%(generation)d" % d, flush=True)
-signal.signal(signal.SIGTERM, lambda *_: (print("stopped", flush=True), sys.exit(0)))
-print("env world=%s rank=%s" % (os.environ["SUANLI_WORLD_SIZE"], os.environ["SUANLI_RANK"]),
-      flush=True)
-read("start")
-time.sleep(0.3)  # a slow start: a resize's SIGUSR1 waits for the handler
-signal.signal(signal.SIGUSR1, lambda *_: seen.append(1))
-while True:
-    if seen:
-        seen.clear()
-        read("resized")
-    time.sleep(0.02)
-"""
 SMALL: dict[str, Any] = {"cpu": 0.1, "memory": "64M"}
 ELASTIC: dict[str, Any] = {
-    "command": [PY, "-c", WORKER], "gpus": 1, "tasks": 2, "min_workers": 1, "max_workers": 4,
+    "command": [PY, "-c", ELASTIC_WORKER], "gpus": 1, "tasks": 2, "min_workers": 1, "max_workers": 4,
     "grace": 5, **SMALL,
 }  # fmt: skip
 

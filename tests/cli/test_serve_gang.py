@@ -18,34 +18,7 @@ import pytest
 
 from serving import PY, Running, logs, start, submit, wait_state
 from suanli.backends.base import rendezvous_port
-
-WORKER = r"""
-import os, socket, sys, time
-e = os.environ
-keys = ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-        "CUDA_VISIBLE_DEVICES")
-print(" ".join(f"{k}={e[k]}" for k in keys), flush=True)
-addr, port, rank = e["MASTER_ADDR"], int(e["MASTER_PORT"]), int(e["RANK"])
-if rank == 0:
-    srv = socket.create_server((addr, port))
-    srv.settimeout(60)
-    for _ in range(int(e["WORLD_SIZE"]) - 1):
-        conn, _ = srv.accept()
-        print("rank 0 heard from rank", conn.recv(16).decode(), flush=True)
-        conn.close()
-else:
-    deadline = time.time() + 60
-    while True:
-        try:
-            with socket.create_connection((addr, port), timeout=2) as s:
-                s.sendall(str(rank).encode())
-            break
-        except OSError:
-            if time.time() > deadline:
-                sys.exit("rank 0 never listened")
-            time.sleep(0.1)
-    print("rank", rank, "reached rank 0", flush=True)
-"""
+from tasks import RENDEZVOUS_WORKER, told
 
 
 @pytest.fixture
@@ -57,14 +30,9 @@ def srv(tmp_path: Path) -> Any:
         running.stop()
 
 
-def told(text: str) -> dict[str, str]:
-    line = next(x for x in text.splitlines() if x.startswith("WORLD_SIZE="))
-    return dict(kv.split("=", 1) for kv in line.split())
-
-
 def test_a_gangs_tasks_are_told_their_rendezvous_and_meet_there(srv: Running) -> None:
     with srv.client() as c:
-        job = submit(c, command=[PY, "-c", WORKER], tasks=2, gpus=1, env={"RANK": "9"})
+        job = submit(c, command=[PY, "-c", RENDEZVOUS_WORKER], tasks=2, gpus=1, env={"RANK": "9"})
         done = wait_state(c, job, "succeeded", "failed")
         assert done["state"] == "succeeded", done
         out = [logs(c, job, task=t) for t in (0, 1)]

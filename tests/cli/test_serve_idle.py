@@ -25,7 +25,7 @@ from gpu_standin import StandIn, constant
 from serving import DEADLINE_S, PY, Running, logs, start, submit, wait_state
 from suanli.cli.main import app as cli
 from suanli.core.idle import IdlePolicy
-from tasks import open_dir
+from tasks import CHECKPOINTED, open_dir
 
 IDLE = {g: (1.0, 512) for g in range(3)}
 """What the stand-in says each GPU does: 1 % busy, 512 MiB used (idle: below 5 %)."""
@@ -33,17 +33,6 @@ POLICY = IdlePolicy(threshold=0.05, window=1.0, grace=1.0, action="preempt")
 LONG = [PY, "-c", "import time; time.sleep(120)"]
 SMALL: dict[str, Any] = {"cpu": 0.1, "memory": "64M"}
 """Little CPU and memory: the jobs wait for GPUs only (the machine may have two cores)."""
-CHECKPOINTED = """
-import os, signal, sys, time
-ckpt = os.path.join(os.environ["SUANLI_CHECKPOINT_DIR"], "step")
-step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
-print("attempt", os.environ["SUANLI_ATTEMPT"], "resumes at", step, flush=True)
-def save(*_):
-    open(ckpt, "w").write(str(step)); sys.exit(0)
-signal.signal(signal.SIGTERM, save)
-while True:
-    step += 1; time.sleep(0.05)
-"""
 
 
 def wait_for(what: str, probe: Any) -> Any:

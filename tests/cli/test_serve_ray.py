@@ -25,57 +25,13 @@ import pytest
 
 from serving import PY, Running, free_port, logs, start, submit, wait_state
 from suanli.backends.base import rendezvous_port
+from tasks import CHECKPOINTED, ELASTIC_WORKER, RENDEZVOUS_WORKER, told
 
 DEADLINE_S = 90.0  # Ray starts a worker process per task: seconds on a loaded 2-core host
 
-GANG = r"""
-import os, socket, sys, time
-e = os.environ
-keys = ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-        "CUDA_VISIBLE_DEVICES", "TMPDIR")
-print(" ".join(f"{k}={e.get(k, '')}" for k in keys), os.getcwd(), flush=True)
-addr, port, rank = e["MASTER_ADDR"], int(e["MASTER_PORT"]), int(e["RANK"])
-if rank == 0:
-    srv = socket.create_server((addr, port))
-    srv.settimeout(60)
-    conn, _ = srv.accept()
-    print("rank 0 heard from rank", conn.recv(16).decode(), flush=True)
-else:
-    deadline = time.time() + 60
-    while True:
-        try:
-            with socket.create_connection((addr, port), timeout=2) as s:
-                s.sendall(str(rank).encode())
-            break
-        except OSError:
-            if time.time() > deadline:
-                sys.exit("rank 0 never listened")
-            time.sleep(0.1)
-    print("rank", rank, "reached rank 0", flush=True)
-"""
-
-CHECKPOINTED = """
-import os, signal, sys, time
-ckpt = os.path.join(os.environ["SUANLI_CHECKPOINT_DIR"], "step-" + os.environ["RANK"])
-step = int(open(ckpt).read()) if os.path.exists(ckpt) else 0
-print("attempt", os.environ["SUANLI_ATTEMPT"], "resumes at", step, flush=True)
-def save(*_):
-    open(ckpt, "w").write(str(step)); sys.exit(0)
-signal.signal(signal.SIGTERM, save)
-while True:
-    step += 1; time.sleep(0.05)
-    if step == 10: open(ckpt, "w").write(str(step))
-"""
-
 
 def wait(c: httpx.Client, job: str, *states: str) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        got = c.get(f"/v1/jobs/{job}").json()["job"]
-        if got["state"] in states:
-            return dict(got)
-        assert time.monotonic() < deadline, f"job {job} stuck in {got['state']}: {got}"
-        time.sleep(0.1)
+    return wait_state(c, job, *states, deadline_s=DEADLINE_S)
 
 
 def wait_log(c: httpx.Client, job: str, text: str, **params: Any) -> str:
@@ -88,11 +44,6 @@ def wait_log(c: httpx.Client, job: str, text: str, **params: Any) -> str:
         assert r.status_code in (200, 404), r.text
         assert time.monotonic() < deadline, f"job {job}: {text!r} never in its log: {r.text!r}"
         time.sleep(0.1)
-
-
-def told(text: str) -> dict[str, str]:
-    line = next(x for x in text.splitlines() if x.startswith("WORLD_SIZE="))
-    return dict(kv.split("=", 1) for kv in line.split()[:-1])
 
 
 def user_token(c: httpx.Client, tenant: str = "lab") -> str:
@@ -129,12 +80,12 @@ def test_the_inventory_is_the_ray_clusters(srv: Running) -> None:
         for name in ("node-a", "node-b"):
             assert [g["model"] for g in nodes[name]["gpus"]] == ["H100"] * 4
             assert nodes[name]["source"] == "ray" and nodes[name]["healthy"]
-        assert "suanli_gpus{model=\"H100\"} 8.0" in c.get("/metrics").text
+        assert 'suanli_gpus{model="H100"} 8.0' in c.get("/metrics").text
 
 
 def test_a_gang_spreads_over_two_nodes_and_meets_at_rank_0(srv: Running) -> None:
     with srv.client() as admin, srv.client(user_token(srv.client())) as c:
-        job = submit(c, command=[PY, "-c", GANG], tasks=2, gpus=4, env={"RANK": "9"})
+        job = submit(c, command=[PY, "-c", RENDEZVOUS_WORKER], tasks=2, gpus=4, env={"RANK": "9"})
         done = wait(c, job, "succeeded", "failed")
         out = [logs(c, job, task=t) for t in (0, 1)]
         assert done["state"] == "succeeded", (done, out, logs(c, job, task=0, stream="stderr"))
@@ -149,9 +100,9 @@ def test_a_gang_spreads_over_two_nodes_and_meets_at_rank_0(srv: Running) -> None
         assert env[0]["MASTER_ADDR"] == env[1]["MASTER_ADDR"] != ""
         # Each task worked in a scratch directory of its own node, not of the control plane.
         rank_node = {int(t["task"]): t["node"] for t in placed}
-        for rank, o in enumerate(out):
+        for rank in range(2):
             assert env[rank]["TMPDIR"].endswith(f"tmp-{rank_node[rank]}")
-            assert o.splitlines()[0].split()[-1].startswith(env[rank]["TMPDIR"])
+            assert env[rank]["CWD"].startswith(env[rank]["TMPDIR"])
         assert "rank 0 heard from rank 1" in out[0] and "rank 1 reached rank 0" in out[1]
 
 
@@ -217,12 +168,12 @@ def test_a_killed_raylet_loses_its_attempts_which_are_requeued(
             assert time.monotonic() < deadline, "node-c never joined the inventory"
             time.sleep(0.2)
         assert wait(c, submit(c, **only_a100), "succeeded")["state"] == "succeeded"
-        job = submit(c, command=[PY, "-c", CHECKPOINTED.replace('os.environ["RANK"]', '"0"')],
+        job = submit(c, command=[PY, "-c", CHECKPOINTED],
                      gpus=2, gpu_models=["A100", "H100"], checkpoint_dir=str(ckpt))  # fmt: skip
         wait(c, job, "running")
         first = admin.get(f"/v1/jobs/{job}").json()["attempts"][0]
         assert [t["node"] for t in first["placement"]] == ["node-c"]
-        while not (ckpt / "step-0").exists():
+        while not (ckpt / "step").exists():
             assert time.monotonic() < deadline
             time.sleep(0.1)
         ray_cluster.kill("node-c")
@@ -242,24 +193,6 @@ def test_a_killed_raylet_loses_its_attempts_which_are_requeued(
         wait(c, job, "cancelled")
 
 
-ELASTIC = """
-import json, os, signal, sys, time
-seen = []
-def read(why):
-    with open(os.environ["SUANLI_ELASTIC_FILE"]) as f:
-        d = json.load(f)
-    print(why, "world=%(world_size)d rank=%(rank)d gen=%(generation)d" % d, flush=True)
-signal.signal(signal.SIGTERM, lambda *_: (print("stopped", flush=True), sys.exit(0)))
-read("start")
-signal.signal(signal.SIGUSR1, lambda *_: seen.append(1))
-while True:
-    if seen:
-        seen.clear()
-        read("resized")
-    time.sleep(0.02)
-"""
-
-
 def test_an_elastic_job_grows_onto_the_other_node_and_shrinks_for_a_waiting_job(
     srv: Running,
 ) -> None:
@@ -267,7 +200,7 @@ def test_an_elastic_job_grows_onto_the_other_node_and_shrinks_for_a_waiting_job(
     other; a job that needs those 4 GPUs makes it shrink (rank 1 stopped), and the survivor,
     on the other node, is told through its node-local elastic file and SIGUSR1."""
     with srv.client() as admin, srv.client(user_token(srv.client())) as c:
-        e = submit(c, command=[PY, "-c", ELASTIC], gpus=4, tasks=1, min_workers=1,
+        e = submit(c, command=[PY, "-c", ELASTIC_WORKER], gpus=4, tasks=1, min_workers=1,
                    max_workers=2, grace=5)  # fmt: skip
         wait(c, e, "running")
         out0 = wait_log(c, e, "world=2 rank=0", task=0)

@@ -1,9 +1,15 @@
-"""``suanli serve``: the live control plane on this machine: API, scheduler loop, local backend.
+"""``suanli serve``: the live control plane: API, scheduler loop, and a backend that runs tasks.
 
 One process runs the HTTP API (FastAPI on uvicorn), the scheduler loop (a thread running
 ``suanli.control.loop.Controller``) and the local backend (tasks as processes under a
 supervisor each, in ``STATE/runs``). State is in SQLite (``STATE/suanli.db``, WAL, durable
 commits) unless ``--db`` names a PostgreSQL URL; the schema is migrated on start.
+
+Backends: ``--backend local`` (the default) runs tasks as processes on this machine;
+``--backend ray --ray-address HOST:PORT --shared-dir DIR`` runs each on the node of a Ray
+cluster suanli placed it on, the inventory being the Ray cluster's nodes
+(``suanli.backends.ray_backend``, docs/backends.md). ``--config FILE`` takes these options,
+and any other, from a YAML file.
 
 GPUs: NVML's when the machine has any (``nvidia-ml-py``), else those declared with
 ``--gpus N --gpu-model MODEL`` (virtual GPUs: everything runs, the jobs just see GPU
@@ -365,7 +371,7 @@ def serve_command(
         ),
     ] = None,
 ) -> None:
-    """Run the control plane: API, scheduler loop and local backend (docs/serve.md)."""  # fmt: skip
+    """Run the control plane: API, scheduler loop and backend (docs/serve.md, docs/backends.md)."""  # fmt: skip
     import math
 
     import uvicorn
