@@ -587,7 +587,11 @@ class RayBackend:
         handle = Handle(job_id, attempt, task, 0, 0, str(run_dir))
         if (run_dir / HANDLE_FILE).exists() or (run_dir / EXIT_FILE).exists():
             return handle
-        return handle if self.actor_name(job_id, attempt, task) in self._live_names() else None
+        try:
+            live = self._live_names()
+        except EngineUnreachable:
+            return None  # nothing of it is on the shared path: it has not started (yet)
+        return handle if self.actor_name(job_id, attempt, task) in live else None
 
     def adopt(self, handles: Iterable[Handle]) -> list[Exit]:
         """Track tasks launched before a restart, found by their actors' names; return the
