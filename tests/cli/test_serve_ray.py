@@ -106,6 +106,22 @@ def test_a_gang_spreads_over_two_nodes_and_meets_at_rank_0(srv: Running) -> None
         assert "rank 0 heard from rank 1" in out[0] and "rank 1 reached rank 0" in out[1]
 
 
+def test_a_gang_stands_or_falls_together_across_nodes(srv: Running) -> None:
+    """Rank 1 fails on its node: rank 0, on the other node, is stopped with the job's signal
+    and the job fails with rank 1's exit code."""
+    script = ("import os, signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (print('told to stop', flush=True), "
+              "sys.exit(0)))\n"
+              "print('up', flush=True)\n"
+              "if os.environ['RANK'] == '1':\n    time.sleep(1); sys.exit(3)\n"
+              "time.sleep(120)\n")  # fmt: skip
+    with srv.client(user_token(srv.client())) as c:
+        job = submit(c, command=[PY, "-c", script], tasks=2, gpus=4, grace=5)
+        done = wait(c, job, "failed", "succeeded")
+        assert done["state"] == "failed" and done["exit_code"] == 3, done
+        assert "told to stop" in wait_log(c, job, "told to stop", task=0)
+
+
 def test_cancel_and_max_runtime_on_ray(srv: Running) -> None:
     with srv.client(user_token(srv.client())) as c:
         sleeper = submit(c, command=["sleep", "60"], gpus=1, grace=1)
