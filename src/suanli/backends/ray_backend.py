@@ -394,7 +394,7 @@ class RayBackend:
 
         def create() -> tuple[Any, Any]:
             actor = options.remote(str(self.root), self.scratch, spec)
-            return actor, actor.started.remote()
+            return actor, actor.started.remote()  # type: ignore[attr-defined]
 
         try:
             actor, started = self._ask(create)

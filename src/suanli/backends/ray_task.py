@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from suanli.backends.base import Elastic, Launch, Outcome
+from suanli.backends.base import Elastic, Handle, Launch, Outcome
 from suanli.backends.shim import EXIT_FILE, proc_stat, write_json_atomic
 
 PLACED_FILE = "ray.json"
@@ -49,6 +49,7 @@ class TaskKeeper:
         stat = proc_stat(me)
         if stat is None:
             raise RuntimeError(f"cannot read /proc/{me}/stat of the task's actor")
+        self.handle: Handle | None = None
         try:
             self.handle = self.local.launch(spec, tether=(me, stat[2]))
         except (ValueError, OSError, RuntimeError) as e:

@@ -44,7 +44,8 @@ def _size(n: NodeSpec) -> tuple[object, ...]:
 
 def node_rows(nodes: Sequence[NodeSpec], source: str) -> tuple[list[js.NodeRow], list[js.GpuRow]]:
     """The store's rows for ``nodes`` (GPUs by index, no UUIDs: an engine does not say)."""
-    rows, gpus = [], []
+    rows: list[js.NodeRow] = []
+    gpus: list[js.GpuRow] = []
     for n in nodes:
         m = n.gpu_model
         rows.append(js.NodeRow(n.name, n.gpus, m.name if m else None, m.memory_mib if m else 0,
