@@ -22,6 +22,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,13 @@ def start(names: tuple[str, ...] = ("node-a", "node-b"), gpus: int = 4) -> RayTe
         test_cluster.add(name, gpus=gpus)
     cluster.wait_for_nodes()
     return test_cluster
+
+
+def running() -> Iterator[RayTestCluster]:
+    """For a module's fixture: a cluster (``start``) until the module's last test is done,
+    so that its processes do not run beside the rest of the suite."""
+    cluster = start()
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()

@@ -1,4 +1,4 @@
-"""The Ray backend against a real Ray cluster (``ray_cluster`` in tests/conftest.py: a head
+"""The Ray backend against a real Ray cluster (``ray_cluster``, tests/ray_cluster.py: a head
 and ``node-a``, ``node-b`` of four declared GPUs each; declared, since there are none here),
 and its reading of Ray's node table.
 
@@ -13,16 +13,23 @@ task's end is read from the shared path.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import ray_cluster as rc
 from suanli.backends.base import Exit, Launch, NodeGone, Outcome
 from suanli.backends.ray_backend import node_specs
 from suanli.core.model import SpecError
 
 DEADLINE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[rc.RayTestCluster]:
+    yield from rc.running()
 
 
 def ray_node(name: str, node_id: str, gpus: float, **extra: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """``suanli serve --backend ray`` through the real server, against a real Ray cluster.
 
-The cluster (``ray_cluster`` in tests/conftest.py) is a head and two worker nodes, ``node-a``
+The cluster (``ray_cluster``, tests/ray_cluster.py) is a head and two worker nodes, ``node-a``
 and ``node-b``, of four GPUs each: declared to Ray, since there are none here; the tasks only
 read ``CUDA_VISIBLE_DEVICES``. Each node has its own ``TMPDIR``; run directories, logs and
 checkpoints lie on the shared path (``--shared-dir``), which here is a directory of this
@@ -23,11 +23,17 @@ from typing import Any
 import httpx
 import pytest
 
+import ray_cluster as rc
 from serving import PY, Running, free_port, logs, start, submit, wait_state
 from suanli.backends.base import rendezvous_port
 from tasks import CHECKPOINTED, ELASTIC_WORKER, RENDEZVOUS_WORKER, told
 
 DEADLINE_S = 90.0  # Ray starts a worker process per task: seconds on a loaded 2-core host
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[rc.RayTestCluster]:
+    yield from rc.running()
 
 
 def wait(c: httpx.Client, job: str, *states: str) -> dict[str, Any]:
