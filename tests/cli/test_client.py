@@ -35,6 +35,8 @@ class Server:
     store: Store
     logs: Path
     tokens: dict[str, str]
+    log_reads: list[int]
+    """How many times the API has looked up a log file (one element, counted up)."""
 
     def run(self, who: str, *args: str, env: dict[str, str] | None = None) -> Any:
         at = args.index("--") if "--" in args else len(args)  # options go before '--'
@@ -53,10 +55,16 @@ def server(tmp_path: Path) -> Iterator[Server]:
     store = open_store(tmp_path / "suanli.db")
     logs = tmp_path / "logs"
     logs.mkdir()
+    reads = [0]
+
+    def log_file(job: str, attempt: int, task: int, stream: str) -> Path:
+        reads[0] += 1
+        return logs / f"{job}.{attempt}.{task}.{stream}"
+
     app = create_app(
         store,
         metrics=ControlMetrics(),
-        log_file=lambda job, attempt, task, stream: logs / f"{job}.{attempt}.{task}.{stream}",
+        log_file=log_file,
         queues=lambda: [{"name": "vision", "tenants": ["vision"]}],
     )
     port = _free_port()
@@ -76,7 +84,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         tokens[who], _ = create_token(
             store, name=who, role=role, tenant=tenant, user=who, now_ms=NOW
         )
-    yield Server(f"http://127.0.0.1:{port}", store, logs, tokens)
+    yield Server(f"http://127.0.0.1:{port}", store, logs, tokens, reads)
     uv.should_exit = True
     thread.join(10)
     store.close()
@@ -194,9 +202,15 @@ def test_logs_nodes_usage(server: Server) -> None:
     result = server.run("ana", "logs", "1", "--attempt", "3")
     assert result.exit_code == 1 and "no attempt 3" in result.stderr
 
-    # --follow: prints what is appended until the job ends.
+    # --follow: prints what is appended until the job ends (appended only once the command
+    # has read the log, so that its --tail 1 is "three" however slowly it starts).
+    before = server.log_reads[0]
+
     def finish() -> None:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while server.log_reads[0] == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
         with (server.logs / "1.1.0.stdout").open("a") as f:
             f.write("four\n")
         with server.store.begin() as conn:
