@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from suanli.cli.errors import fail, user_errors
+from suanli.cli.serve_setup import capacity_of, config_file, describe, ray_engine, stored_node
 
 if TYPE_CHECKING:
     from suanli.backends.gpu_util import GpuUseReader
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
     from suanli.control.metrics import ControlMetrics
     from suanli.control.sampler import UtilSampler
     from suanli.core.idle import IdlePolicy
-    from suanli.core.model import ClusterSpec, NodeSpec
+    from suanli.core.model import ClusterSpec
     from suanli.store import Store
 
 DEFAULT_PORT = 8620
@@ -95,34 +96,6 @@ def default_state_dir() -> Path:
     return Path(base) / "suanli"
 
 
-def _config_file(ctx: typer.Context, param: Any, value: Path | None) -> Path | None:
-    """``--config FILE``: a YAML mapping of serve's options (``backend: ray``,
-    ``ray-address: head:6379``, ``preempt: true``, ...) made the defaults; options given on
-    the command line still win. Read first (an eager option), so every other option sees it."""
-    if value is None:
-        return None
-    import yaml
-
-    try:
-        loaded = yaml.safe_load(value.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise typer.BadParameter(f"{value}: {' '.join(str(e).split())}") from None
-    if loaded is None:
-        loaded = {}
-    if not isinstance(loaded, dict):
-        raise typer.BadParameter(f"{value}: must be a mapping of option names to values")
-    by_flag = {o: p.name for p in ctx.command.params for o in p.opts if o.startswith("--")}
-    defaults = {}
-    for key, setting in loaded.items():
-        flag = "--" + str(key).replace("_", "-")
-        name = by_flag.get(flag)
-        if name is None or name == "config":
-            raise typer.BadParameter(f"{value}: {key!r} is not an option of suanli serve")
-        defaults[name] = setting
-    ctx.default_map = {**(ctx.default_map or {}), **defaults}
-    return value
-
-
 def serve_command(
     config: Annotated[
         Path | None,
@@ -132,7 +105,7 @@ def serve_command(
             help="A YAML file of these options (backend: ray, ray-address: ...); the "
             "command line wins.",
             is_eager=True,
-            callback=_config_file,
+            callback=config_file,
         ),
     ] = None,
     state_dir: Annotated[
@@ -633,7 +606,7 @@ def build_server(
         raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
     on_ray = None
     if engine == "ray":
-        on_ray = _ray_engine(
+        on_ray = ray_engine(
             ray_address, shared_dir, state, gpus, node_name, backend, engine_timeout
         )
         inventory = None
@@ -655,7 +628,7 @@ def build_server(
 
         # Nodes stored by an earlier run and gone now stay, unhealthy: what ran there is
         # restored and found lost.
-        known = [_stored_node(row) for row, _ in js.list_nodes(store) if row.source == "ray"]
+        known = [stored_node(row) for row, _ in js.list_nodes(store) if row.source == "ray"]
         cluster = merged_cluster("ray", on_ray.inventory(), known)
         js.sync_inventory(store, *node_rows(cluster.nodes, "ray"), now_ms)
     else:
@@ -764,7 +737,7 @@ def build_server(
         sampler=sampler,
         token_file=token_file,
         state=state,
-        describe=_describe(inventory, cluster, ray_address),
+        describe=describe(inventory, cluster, ray_address),
     )
 
     def log_file(job_id: str, attempt: int, task: int, stream: str) -> Path | None:
@@ -811,7 +784,7 @@ def build_server(
         pending_counts=lambda: js.pending_by_tenant(store),
     )
     stale_s = max(30.0, STALE_PASSES * interval)
-    capacity = _capacity(cluster)
+    capacity = capacity_of(cluster)
 
     def new_cluster(changed: ClusterSpec) -> None:
         """Nodes joined the engine's cluster: the intake and the gauges take them in."""
@@ -819,7 +792,7 @@ def build_server(
 
         intake.refusals = Refusals(changed, config.setting)
         capacity.clear()
-        capacity.update(_capacity(changed))
+        capacity.update(capacity_of(changed))
 
     controller.on_cluster = new_cluster
 
@@ -854,72 +827,6 @@ def build_server(
         gpu_sampling=sampling,
     )
     return server
-
-
-def _capacity(cluster: ClusterSpec) -> dict[str, float]:
-    """GPUs per model (healthy or not: a node that left may return)."""
-    out: dict[str, float] = {}
-    for n in cluster.nodes:
-        if n.gpu_model is not None:
-            out[n.gpu_model.name] = out.get(n.gpu_model.name, 0.0) + n.gpus
-    return out
-
-
-def _describe(inventory: Any, cluster: ClusterSpec, ray_address: str | None) -> str:
-    """The one line ``suanli serve`` starts with: what it schedules onto."""
-    if inventory is None:
-        gpus = sum(n.gpus for n in cluster.nodes if n.healthy)
-        models = sorted({n.gpu_model.name for n in cluster.nodes if n.gpu_model is not None})
-        live = sum(1 for n in cluster.nodes if n.healthy)
-        kinds = f" ({', '.join(models)})" if models else ""
-        return f"Ray cluster {ray_address}: {live} nodes, {gpus} GPUs{kinds}"
-    node = inventory.node
-    if node.gpu_model is None:
-        return f"node {node.name}: no GPUs"
-    return f"node {node.name}: {node.gpus} × {node.gpu_model.name} ({inventory.source})"
-
-
-def _stored_node(row: Any) -> NodeSpec:
-    """A node of the stored inventory, as the scheduler's (for one an engine no longer has)."""
-    from suanli.config.cluster import _known_model
-    from suanli.core.model import GpuModel, NodeSpec
-
-    model = None
-    if row.gpu_model is not None:
-        base = _known_model(row.gpu_model)
-        speed = base.speed if base is not None else 1.0
-        model = GpuModel(row.gpu_model, row.gpu_memory_mib, speed)
-    return NodeSpec(row.name, row.gpus, model, row.cpu_milli, row.memory_mib, healthy=False)
-
-
-def _ray_engine(
-    address: str | None,
-    shared: Path | None,
-    state: Path,
-    gpus: int | None,
-    node_name: str | None,
-    backend: Any,
-    engine_timeout: float,
-) -> Any:
-    """The Ray backend for ``--backend ray`` (``backend``, a test's, if given)."""
-    from suanli.control.identity import inside
-    from suanli.core.model import SpecError
-
-    if gpus is not None or node_name is not None:
-        raise SpecError("--gpus, --gpu-model and --node-name: the Ray cluster says its nodes")
-    if address is None:
-        raise SpecError("--backend ray: needs --ray-address HOST:PORT")
-    if shared is None:
-        raise SpecError("--backend ray: needs --shared-dir DIR, a path every node sees at "
-                        "the same place (run directories, logs, checkpoints)")  # fmt: skip
-    if inside(str(shared), state) or inside(str(state), shared):
-        raise SpecError(f"--shared-dir {shared}: must not lie in the state directory {state} "
-                        "nor contain it (tasks on every node write there)")  # fmt: skip
-    if backend is not None:
-        return backend
-    from suanli.backends.ray_backend import RayBackend
-
-    return RayBackend(address, shared, outage_timeout_s=engine_timeout)
 
 
 def _private_sqlite(path: Path) -> Path:
