@@ -60,7 +60,7 @@ class Running:
 def start(state: Path, db: str, gpus: int = 2, **options: Any) -> Running:
     """The server on ``gpus`` declared H100s, or on a Ray cluster (``engine="ray"``, with
     ``ray_address`` and ``shared_dir``), whose nodes say what they have."""
-    if options.get("engine") == "ray":
+    if options.get("engine") in ("ray", "slurm"):
         server = build_server(state, db=db, **options)
     else:
         server = build_server(state, db=db, gpus=gpus, gpu_model="H100", **options)

@@ -182,6 +182,9 @@ class Launch:
     and where rank 0 listens (see :func:`task_environment`). ``node`` names the node the
     scheduler placed the task on (empty: the backend's only one); a backend that runs on many
     nodes must run it there, one that runs on one machine (the local backend) ignores it.
+    ``cpu_milli`` and ``memory_mib`` are what the placement holds of the node's CPU and
+    memory for the task: a backend whose engine keeps its own accounting (Slurm) asks it for
+    as much.
     """
 
     job_id: str
@@ -204,6 +207,8 @@ class Launch:
     elastic: tuple[int, int, int] | None = None
     rendezvous: tuple[int, int, int, int, str, int] | None = None
     node: str = ""
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
     def __post_init__(self) -> None:
         validate_launch(self)
@@ -307,6 +312,10 @@ def validate_launch(spec: Launch) -> None:
     if spec.rendezvous is not None:
         _validate_rendezvous(spec.rendezvous)
     _no_nul("node", spec.node)
+    for name in ("cpu_milli", "memory_mib"):
+        value = getattr(spec, name)
+        if not _is_int(value) or value < 0:
+            raise ValueError(f"{name}: must be an integer >= 0, got {value!r}")
     if spec.elastic is not None:
         Elastic.of(spec.elastic)
         if signal_number(spec.stop_signal) == RESIZE_SIGNAL:

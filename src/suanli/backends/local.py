@@ -191,7 +191,8 @@ class LocalBackend:
     directory) nor contain it, and must be this user's and writable by no one else
     (``ValueError`` naming ``scratch`` otherwise). ``poll_interval`` is how often
     :meth:`wait` polls; ``python`` is the interpreter that runs the shim (it must be able to
-    import ``suanli``). Methods are thread-safe.
+    import ``suanli``); ``hidden_env`` names variables of this process that tasks must not
+    inherit (the user's own ``env`` may still set them). Methods are thread-safe.
     """
 
     def __init__(
@@ -201,6 +202,7 @@ class LocalBackend:
         scratch: Path | None = None,
         poll_interval: float = 0.2,
         python: str = sys.executable,
+        hidden_env: tuple[str, ...] = (),
     ) -> None:
         self.root = Path(root).absolute()
         self.scratch = default_scratch() if scratch is None else Path(scratch).absolute()
@@ -215,6 +217,7 @@ class LocalBackend:
         self.scratch_id = _scratch_id(self.root)
         self.poll_interval = poll_interval
         self.python = python
+        self.hidden_env = hidden_env
         self._lock = threading.Lock()
         self._tasks: dict[tuple[str, int, int], _Tracked] = {}
         # Shims whose end is reported but which may not have been reaped yet: our own Popen,
@@ -336,7 +339,7 @@ class LocalBackend:
         so that files of an earlier run (perhaps still running) are never mixed up.
         """
         env = merged_environment(spec)  # validates the launch
-        unset = [*SUANLI_VARIABLES, *sorted(LOADER_VARIABLES)]
+        unset = [*SUANLI_VARIABLES, *sorted(LOADER_VARIABLES), *self.hidden_env]
         if spec.run_as is not None:
             if os.geteuid() != 0:
                 raise ValueError(

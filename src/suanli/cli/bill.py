@@ -8,6 +8,7 @@
 - ``suanli bill reconcile DIR --prices FILE [--fix]``: rate again and compare with the ledger.
 - ``suanli bill roi DIR --capacity FILE --prices FILE``: capacity cost, cost per delivered
   GPU-hour, idle capacity, revenue, and what each policy saves against a baseline.
+- ``suanli bill slurm --db URL``: the live ledger's usage against Slurm's accounting (sacct).
 
 Contracts (``docs/billing.md``):
 
@@ -616,6 +617,8 @@ def _bill_document(
 # pieces they share exist.
 from suanli.cli.bill_reconcile import reconcile_command  # noqa: E402
 from suanli.cli.bill_roi import roi_command  # noqa: E402
+from suanli.cli.bill_slurm import slurm_command  # noqa: E402
 
 bill_app.command("reconcile")(reconcile_command)
 bill_app.command("roi")(roi_command)
+bill_app.command("slurm")(slurm_command)

@@ -68,7 +68,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from suanli.cli.errors import fail, user_errors
-from suanli.cli.serve_setup import capacity_of, config_file, describe, ray_engine, stored_node
+from suanli.cli.serve_setup import (
+    capacity_of,
+    config_file,
+    describe,
+    engine_name,
+    remote_engine,
+    stored_node,
+)
 
 if TYPE_CHECKING:
     from suanli.backends.gpu_util import GpuUseReader
@@ -131,20 +138,39 @@ def serve_command(
         str,
         typer.Option(
             "--backend",
-            metavar="local|ray",
-            help="What runs the tasks: processes on this machine, or a Ray cluster's nodes.",
+            metavar="local|ray|slurm",
+            help="What runs the tasks: processes on this machine, a Ray cluster's nodes, or "
+            "a Slurm partition's (SLURM_CONF names the cluster).",
         ),
     ] = "local",
     ray_address: Annotated[
         str | None,
         typer.Option("--ray-address", metavar="HOST:PORT", help="The Ray cluster (--backend ray)."),
     ] = None,
+    slurm_partition: Annotated[
+        str,
+        typer.Option(
+            "--slurm-partition",
+            metavar="NAME",
+            help="The Slurm partition suanli owns and places on (--backend slurm).",
+        ),
+    ] = "suanli",
+    slurm_python: Annotated[
+        str | None,
+        typer.Option(
+            "--slurm-python",
+            metavar="PATH",
+            help="The interpreter that runs each task's batch step on the Slurm nodes, as "
+            "the task's user (default: this one; another is given this suanli's source).",
+        ),
+    ] = None,
     inventory_interval: Annotated[
         float,
         typer.Option(
             "--inventory-interval",
             metavar="SECONDS",
-            help="How often the Ray cluster's nodes are read (joins and losses).",
+            help="How often the Ray cluster's or Slurm partition's nodes are read (joins "
+            "and losses).",
         ),
     ] = 10.0,
     engine_timeout: Annotated[
@@ -152,7 +178,8 @@ def serve_command(
         typer.Option(
             "--engine-timeout",
             metavar="DURATION",
-            help="How long the Ray cluster may not answer before its running tasks are "
+            help="How long the Ray cluster or Slurm controller may not answer before its "
+            "running tasks are "
             "taken for lost and requeued (submissions queue meanwhile).",
         ),
     ] = "10m",
@@ -161,8 +188,8 @@ def serve_command(
         typer.Option(
             "--shared-dir",
             metavar="DIR",
-            help="A path every Ray node sees at the same place: run directories and logs "
-            "(--backend ray); jobs' checkpoint_dir must lie in it.",
+            help="A path every node sees at the same place: run directories and logs "
+            "(--backend ray or slurm); jobs' checkpoint_dir must lie in it.",
         ),
     ] = None,
     gpus: Annotated[
@@ -409,6 +436,8 @@ def serve_command(
             db=db,
             engine=engine,
             ray_address=ray_address,
+            slurm_partition=slurm_partition,
+            slurm_python=slurm_python,
             shared_dir=shared_dir,
             inventory_interval=inventory_interval,
             engine_timeout=engine_timeout_s,
@@ -525,6 +554,8 @@ def build_server(
     db: str | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    slurm_partition: str = "suanli",
+    slurm_python: str | None = None,
     shared_dir: Path | None = None,
     inventory_interval: float = 10.0,
     engine_timeout: float = 600.0,
@@ -600,18 +631,23 @@ def build_server(
     if not_loader:
         raise SpecError(f"--allow-env: not a loader variable: {', '.join(not_loader)} "
                         "(jobs set any other variable without it)")  # fmt: skip
-    if engine not in ("local", "ray"):
-        raise SpecError(f"--backend: local or ray, got {engine!r}")
+    if engine not in ("local", "ray", "slurm"):
+        raise SpecError(f"--backend: local, ray or slurm, got {engine!r}")
     if (gpus is None) != (gpu_model is None) and not (gpus == 0 and gpu_model is None):
         raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
-    on_ray = None
-    if engine == "ray":
-        on_ray = ray_engine(
-            ray_address, shared_dir, state, gpus, node_name, backend, engine_timeout
-        )
+    on_engine = None
+    if engine in ("ray", "slurm"):
+        if engine == "slurm" and ray_address is not None:
+            raise SpecError("--ray-address is for --backend ray")
+        on_engine = remote_engine(
+            engine, ray_address, (slurm_partition, slurm_python), shared_dir, state, gpus,
+            node_name, backend, engine_timeout,
+        )  # fmt: skip
         inventory = None
+    elif slurm_python is not None:
+        raise SpecError("--slurm-python is for --backend slurm")
     elif ray_address is not None or shared_dir is not None:
-        raise SpecError("--ray-address and --shared-dir are for --backend ray")
+        raise SpecError("--ray-address and --shared-dir are for --backend ray or slurm")
     else:
         inventory = detect(node_name=node_name) if gpus is None else None
         if inventory is None:
@@ -623,14 +659,14 @@ def build_server(
     else:
         store = open_store(db)
     now_ms = round(clock() * 1000)
-    if on_ray is not None:
+    if on_engine is not None:
         from suanli.control.inventory import merged_cluster, node_rows
 
         # Nodes stored by an earlier run and gone now stay, unhealthy: what ran there is
         # restored and found lost.
-        known = [stored_node(row) for row, _ in js.list_nodes(store) if row.source == "ray"]
-        cluster = merged_cluster("ray", on_ray.inventory(), known)
-        js.sync_inventory(store, *node_rows(cluster.nodes, "ray"), now_ms)
+        known = [stored_node(row) for row, _ in js.list_nodes(store) if row.source == engine]
+        cluster = merged_cluster(engine, on_engine.inventory(), known)
+        js.sync_inventory(store, *node_rows(cluster.nodes, engine), now_ms)
     else:
         assert inventory is not None
         cluster = inventory.cluster("local")
@@ -689,8 +725,8 @@ def build_server(
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
-    if on_ray is not None:
-        runs = on_ray
+    if on_engine is not None:
+        runs = on_engine
     else:
         runs = LocalBackend(state / "runs", scratch=scratch) if backend is None else backend
     metrics = ControlMetrics(
@@ -698,9 +734,9 @@ def build_server(
     )
     controller = Controller(store, config, runs, clock=clock, metrics=metrics)
     reader: GpuUseReader | None = util_reader
-    if on_ray is not None:
-        controller.inventory_source = "ray"
-        reader, sampling = None, "off: tasks run on the Ray cluster's nodes"
+    if on_engine is not None:
+        controller.inventory_source = engine
+        reader, sampling = None, f"off: tasks run on the {engine.capitalize()} cluster's nodes"
     elif util_interval <= 0:
         reader, sampling = None, "off: --util-interval 0"
     elif reader is not None:
@@ -737,7 +773,7 @@ def build_server(
         sampler=sampler,
         token_file=token_file,
         state=state,
-        describe=describe(inventory, cluster, ray_address),
+        describe=describe(inventory, cluster, engine_name(engine, ray_address, slurm_partition)),
     )
 
     def log_file(job_id: str, attempt: int, task: int, stream: str) -> Path | None:
@@ -777,7 +813,7 @@ def build_server(
         config.setting,
         tenancy=tenancy,
         state_dir=state,
-        shared_dir=on_ray.shared if on_ray is not None else None,
+        shared_dir=on_engine.shared if on_engine is not None else None,
         run_as=identity,
         allowed_env=allowed,
         limits=Limits(rate, burst, pending),

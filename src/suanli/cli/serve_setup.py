@@ -1,5 +1,5 @@
 """Pieces of ``suanli serve``'s set-up that are not the wiring itself: its ``--config`` file,
-the Ray engine and its inventory, and the one line the server starts with."""
+the Ray and Slurm engines and their inventory, and the one line the server starts with."""
 
 from __future__ import annotations
 
@@ -49,14 +49,19 @@ def capacity_of(cluster: ClusterSpec) -> dict[str, float]:
     return out
 
 
-def describe(inventory: Any, cluster: ClusterSpec, ray_address: str | None) -> str:
+def engine_name(engine: str, ray_address: str | None, partition: str) -> str:
+    """What a remote engine is called in the line ``suanli serve`` starts with."""
+    return f"Ray cluster {ray_address}" if engine == "ray" else f"Slurm partition {partition}"
+
+
+def describe(inventory: Any, cluster: ClusterSpec, engine: str) -> str:
     """The one line ``suanli serve`` starts with: what it schedules onto."""
     if inventory is None:
         gpus = sum(n.gpus for n in cluster.nodes if n.healthy)
         models = sorted({n.gpu_model.name for n in cluster.nodes if n.gpu_model is not None})
         live = sum(1 for n in cluster.nodes if n.healthy)
         kinds = f" ({', '.join(models)})" if models else ""
-        return f"Ray cluster {ray_address}: {live} nodes, {gpus} GPUs{kinds}"
+        return f"{engine}: {live} nodes, {gpus} GPUs{kinds}"
     node = inventory.node
     if node.gpu_model is None:
         return f"node {node.name}: no GPUs"
@@ -76,8 +81,10 @@ def stored_node(row: Any) -> NodeSpec:
     return NodeSpec(row.name, row.gpus, model, row.cpu_milli, row.memory_mib, healthy=False)
 
 
-def ray_engine(
+def remote_engine(
+    engine: str,
     address: str | None,
+    slurm: tuple[str, str | None],
     shared: Path | None,
     state: Path,
     gpus: int | None,
@@ -85,22 +92,33 @@ def ray_engine(
     backend: Any,
     engine_timeout: float,
 ) -> Any:
-    """The Ray backend for ``--backend ray`` (``backend``, a test's, if given)."""
+    """The backend for ``--backend ray`` or ``--backend slurm`` (``backend``, a test's, if
+    given)."""
     from suanli.control.identity import inside
     from suanli.core.model import SpecError
 
     if gpus is not None or node_name is not None:
-        raise SpecError("--gpus, --gpu-model and --node-name: the Ray cluster says its nodes")
-    if address is None:
+        raise SpecError(f"--gpus, --gpu-model and --node-name: the {engine.capitalize()} "
+                        "cluster says its nodes")  # fmt: skip
+    if engine == "ray" and address is None:
         raise SpecError("--backend ray: needs --ray-address HOST:PORT")
     if shared is None:
-        raise SpecError("--backend ray: needs --shared-dir DIR, a path every node sees at "
+        raise SpecError(f"--backend {engine}: needs --shared-dir DIR, a path every node sees at "
                         "the same place (run directories, logs, checkpoints)")  # fmt: skip
     if inside(str(shared), state) or inside(str(state), shared):
         raise SpecError(f"--shared-dir {shared}: must not lie in the state directory {state} "
                         "nor contain it (tasks on every node write there)")  # fmt: skip
     if backend is not None:
         return backend
+    if engine == "slurm":
+        import sys
+
+        from suanli.backends.slurm_backend import SlurmBackend
+
+        partition, python = slurm
+        return SlurmBackend(shared, partition=partition, python=python or sys.executable,
+                            outage_timeout_s=engine_timeout)  # fmt: skip
     from suanli.backends.ray_backend import RayBackend
 
+    assert address is not None
     return RayBackend(address, shared, outage_timeout_s=engine_timeout)

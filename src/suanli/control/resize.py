@@ -403,6 +403,8 @@ class Resizer:
             elastic=elastic,
             rendezvous=rendezvous,
             node=self.node_names[tp.node],
+            cpu_milli=tp.cpu_milli,
+            memory_mib=tp.memory_mib,
         )
 
     def _rendezvous(
