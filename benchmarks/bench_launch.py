@@ -1,14 +1,17 @@
-"""Launch throughput, admission to running: the local backend against the Ray backend, in one
-run on the same machine (docs/backends.md has the figures).
+"""Launch throughput, admission to running: the local backend against the Ray and Slurm
+backends, in one run on the same machine (docs/backends.md has the figures).
 
 For each engine a real ``suanli serve`` is started as its own process: ``--backend local``
-with ``--gpus N`` declared, and ``--backend ray`` on a Ray cluster this script starts
+with ``--gpus N`` declared; ``--backend ray`` on a Ray cluster this script starts
 (``ray.cluster_utils``: a head and two nodes of N/2 declared GPUs each; there are no GPUs
-here, Ray only counts them). ``--jobs N`` single-GPU jobs are submitted at once; each task
-prints the time it started. Per job, the launch latency is its task's start minus its
-admission (the ``admitted`` event of its history); the throughput is the jobs over the time
-from the first admission to the last start. Printed: both, and Ray's figures as a ratio of
-the local backend's (the baseline, measured in the same run).
+here, Ray only counts them); ``--backend slurm`` on a private Slurm cluster this script
+starts (tests/slurm_cluster.py: slurmctld, slurmdbd on MariaDB, two slurmd of N/2 GPUs
+each, as GRES over stand-in devices; needs root and Debian's slurm-wlm, slurmdbd, munge and
+mariadb-server). ``--jobs N`` single-GPU jobs are submitted at once; each task prints the
+time it started. Per job, the launch latency is its task's start minus its admission (the
+``admitted`` event of its history); the throughput is the jobs over the time from the first
+admission to the last start. Printed: both, and Ray's and Slurm's figures as ratios of the
+local backend's (the baseline, measured in the same run).
 
     PYTHONPATH=src python benchmarks/bench_launch.py [--jobs 32]
 """
@@ -79,9 +82,13 @@ def measure(url: str, headers: dict[str, str], jobs: int) -> dict[str, Any]:
 def run(engine: str, jobs: int, ray_address: str | None, shared: Path | None) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"suanli-launch-{engine}-"))
     os.chmod(tmp, 0o755)
-    extra = (["--gpus", str(jobs), "--gpu-model", "H100"] if engine == "local" else
-             ["--backend", "ray", "--ray-address", str(ray_address), "--shared-dir",
-              str(shared)])  # fmt: skip
+    if engine == "local":
+        extra = ["--gpus", str(jobs), "--gpu-model", "H100"]
+    elif engine == "ray":
+        extra = ["--backend", "ray", "--ray-address", str(ray_address), "--shared-dir",
+                 str(shared)]  # fmt: skip
+    else:
+        extra = ["--backend", "slurm", "--shared-dir", str(shared), "--slurm-python", PY]
     proc, url, headers = start_server(tmp, ["--interval", "0.05", *extra])
     try:
         return measure(url, headers, jobs)
@@ -100,8 +107,11 @@ def main() -> None:
         default=1,
         help="CPUs each Ray node declares: Ray starts that many worker processes at once",
     )
+    p.add_argument("--no-slurm", action="store_true", help="Leave the Slurm backend out.")
     args = p.parse_args()
     from ray.cluster_utils import Cluster
+
+    slurm = None if args.no_slurm else run_slurm(args.jobs)
 
     base = Path(tempfile.mkdtemp(prefix="suanli-launch-ray-"))
     os.chmod(base, 0o755)
@@ -122,10 +132,32 @@ def main() -> None:
         shutil.rmtree(base, ignore_errors=True)
     print(f"launch, admission to running: {args.jobs} single-GPU jobs submitted at once")
     print(f"{'engine':8} {'span s':>8} {'launches/s':>11} {'p50 s':>7} {'p90 s':>7}")
-    for name, r in (("local", local), ("ray", ray)):
+    rows = [("local", local), ("ray", ray)] + ([("slurm", slurm)] if slurm else [])
+    for name, r in rows:
         print(f"{name:8} {r['span_s']:8.2f} {r['per_s']:11.1f} {r['p50_s']:7.2f} {r['p90_s']:7.2f}")
-    print(f"ray / local: launches/s x{ray['per_s'] / local['per_s']:.2f}, "
-          f"p50 latency x{ray['p50_s'] / local['p50_s']:.1f}")  # fmt: skip
+    for name, r in rows[1:]:
+        print(f"{name} / local: launches/s x{r['per_s'] / local['per_s']:.2f}, "
+              f"p50 latency x{r['p50_s'] / local['p50_s']:.1f}")  # fmt: skip
+
+
+def run_slurm(jobs: int) -> dict[str, Any]:
+    """The Slurm backend on a private Slurm cluster of two nodes (tests/slurm_cluster.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import slurm_cluster as sc
+
+    missing = sc.missing()
+    if missing:
+        raise SystemExit(f"Slurm: {', '.join(missing)} missing (or --no-slurm)")
+    half = jobs // 2 + jobs % 2
+    with sc.SlurmTestCluster(nodes={"n1": half, "n2": half}, cpus=max(8, half)) as cluster:
+        os.environ["SLURM_CONF"] = cluster.env["SLURM_CONF"]
+        shared = cluster.base / "shared"
+        shared.mkdir()
+        shared.chmod(0o755)
+        try:
+            return run("slurm", jobs, None, shared)
+        finally:
+            os.environ.pop("SLURM_CONF", None)
 
 
 if __name__ == "__main__":

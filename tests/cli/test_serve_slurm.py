@@ -270,17 +270,26 @@ def test_kill_9_of_the_control_plane_and_the_restart_adopts_what_runs(
 def test_slurmctld_down_and_back_under_a_submission_load_loses_and_repeats_nothing(
     srv: Running, cluster: sc.SlurmTestCluster, shared: Path
 ) -> None:
-    """``slurmctld`` killed while a job runs and 16 more are submitted by a plain user: every
-    submission is accepted and waits with the reason; the running job is not taken for
-    lost; once the controller is back, every job runs exactly once (one attempt each, one
-    run directory each, one Slurm job each)."""
+    """``slurmctld`` killed while two jobs run and 16 more are submitted by a plain user:
+    every submission is accepted and waits with the reason; the running jobs are not taken
+    for lost. While the controller is down, the node of one of them dies too. Once the
+    controller is back, the job still running is adopted, the one whose node died is found
+    lost and requeued, and every job runs exactly once to its end (one attempt each, one
+    run directory each, one Slurm job each, the requeued one two)."""
     marker = shared / "go"
     waits = f"import os, time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.1)\nprint('went')"
-    with srv.client(user_token(srv.client())) as c:
+    with srv.client() as admin, srv.client(user_token(srv.client())) as c:
         first = submit(c, command=[PY, "-c", waits], gpus=1)
         wait(c, first, "running")
+        doomed = submit(c, command=[PY, "-c", waits], gpus=4)  # the other node: 3 GPUs left
+        wait(c, doomed, "running")
+        placed = [admin.get(f"/v1/jobs/{j}").json()["attempts"][0]["placement"][0]["node"]
+                  for j in (first, doomed)]  # fmt: skip
+        assert placed[0] != placed[1], placed
         cluster.stop_controller()
+        dead = placed[1]
         try:
+            cluster.kill_node(dead)
             # Once the control plane has seen the outage (its next read of Slurm's queue,
             # within a second): a launch that met it first would be lost, and requeued as a
             # second attempt, never a second run.
@@ -297,22 +306,36 @@ def test_slurmctld_down_and_back_under_a_submission_load_loses_and_repeats_nothi
                 assert time.monotonic() < deadline, job
                 time.sleep(0.2)
             assert {c.get(f"/v1/jobs/{j}").json()["job"]["state"] for j in load} == {"pending"}
-            assert c.get(f"/v1/jobs/{first}").json()["job"]["state"] == "running"
+            for j in (first, doomed):
+                assert c.get(f"/v1/jobs/{j}").json()["job"]["state"] == "running"
         finally:
             cluster.start_controller()
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while True:  # Slurm declares the dead node's job NODE_FAIL after SlurmdTimeout
+                attempts = admin.get(f"/v1/jobs/{doomed}").json()["attempts"]
+                if attempts[0]["outcome"] == "lost":
+                    break
+                assert time.monotonic() < deadline, attempts
+                time.sleep(0.2)
+            assert c.get(f"/v1/jobs/{first}").json()["job"]["state"] == "running"
+        finally:
+            cluster.start_node(dead)
         marker.write_text("")
-        done = [wait(c, j, "succeeded", "failed", "lost") for j in [first, *load]]
+        done = [wait(c, j, "succeeded", "failed", "lost") for j in [first, doomed, *load]]
         assert {d["state"] for d in done} == {"succeeded"}, done
-        assert {d["attempts"] for d in done} == {1}
+        assert [d["attempts"] for d in done] == [1, 2] + [1] * len(load)
         runs = shared / "runs"
-        for j in [first, *load]:
-            assert sorted(p.name for p in (runs / j).iterdir()) == ["1"]
-            assert logs(c, j).strip() in ("went", "ran")
+        for j in [first, doomed, *load]:
+            want = ["1", "2"] if j == doomed else ["1"]
+            assert sorted(p.name for p in (runs / j).iterdir()) == want
+            assert logs(c, j, attempt=2 if j == doomed else 1).strip() in ("went", "ran")
         prefix = srv.server.backend.prefix  # this control plane's jobs in Slurm
         accounted(cluster, f"{prefix}{load[-1]}/", 1)
         names = cluster.run("sacct", "-X", "-n", "-P", "-a", "-o", "JobName").split()
-        for j in [first, *load]:
-            assert sum(1 for n in names if n.startswith(f"{prefix}{j}/")) == 1, (j, names)
+        for j in [first, doomed, *load]:
+            n = sum(1 for name in names if name.startswith(f"{prefix}{j}/"))
+            assert n == (2 if j == doomed else 1), (j, names)
 
 
 def test_the_ledger_agrees_with_slurms_accounting(

@@ -581,6 +581,8 @@ class SlurmBackend:
             if ended is not None:
                 return ended
             asked = self._asked(t.handle)
+            if job is None:  # left the queue (MinJobAge): what Slurm's accounting says
+                job = self._accounted(t.name)
             state = f"{job.state} ({job.reason})" if job is not None else "gone from its queue"
             if asked is not None:
                 return Exit(t.handle, asked, None, None, time.time(),
@@ -610,6 +612,19 @@ class SlurmBackend:
                         t.name, now - t.stop_at)  # fmt: skip
             self._cancel(t.name)
         return None
+
+    def _accounted(self, name: str) -> SlurmJob | None:
+        """The job's last record in Slurm's accounting (``sacct``), if it keeps one."""
+        try:
+            out = self._run("sacct", "-X", "-n", "-P", "-a", f"--name={name}",
+                            "-o", "JobID,State,NodeList,Reason")  # fmt: skip
+        except (SlurmError, EngineUnreachable):
+            return None
+        rows = [line.split("|") for line in out.splitlines() if line.count("|") == 3]
+        if not rows:
+            return None
+        job_id, state, node, reason = rows[-1]
+        return SlurmJob(job_id, state.split()[0].upper(), node, reason)
 
     def _check_in_outage(self, t: _Task) -> Exit | None:
         ended = self._record(t)
