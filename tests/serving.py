@@ -108,3 +108,29 @@ def logs(c: httpx.Client, job_id: str, **params: Any) -> str:
     r = c.get(f"/v1/jobs/{job_id}/logs", params=params)
     assert r.status_code == 200, r.text
     return r.text
+
+
+# What the tests of the engines' backends (tests/cli/test_serve_ray.py, test_serve_slurm.py)
+# share: their tasks start slowly (seconds), so they wait longer.
+
+
+def wait_log(
+    c: httpx.Client, job: str, text: str, deadline_s: float = DEADLINE_S, **params: Any
+) -> str:
+    """The log once it holds ``text`` (until the task has started there is none: 404)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        r = c.get(f"/v1/jobs/{job}/logs", params=params)
+        if r.status_code == 200 and text in r.text:
+            return r.text
+        assert r.status_code in (200, 404), r.text
+        assert time.monotonic() < deadline, f"job {job}: {text!r} never in its log: {r.text!r}"
+        time.sleep(0.1)
+
+
+def user_token(c: httpx.Client, tenant: str = "lab") -> str:
+    """A plain user's token (alice of ``tenant``), made by the admin's client ``c``."""
+    r = c.post("/v1/tokens", json={"name": "alice", "role": "user", "tenant": tenant,
+                                   "user": "alice"})  # fmt: skip
+    assert r.status_code == 201, r.text
+    return str(r.json()["token"])

@@ -12,9 +12,6 @@ Everything goes through the HTTP API with a plain user's token where a tenant wo
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
+import engine_scenarios as scenarios
 import ray_cluster as rc
-from serving import PY, Running, free_port, logs, start, submit, wait_state
+import serving
+from serving import PY, Running, logs, start, submit, user_token, wait_state
 from suanli.backends.base import rendezvous_port
 from tasks import CHECKPOINTED, ELASTIC_WORKER, RENDEZVOUS_WORKER, told
 
@@ -41,22 +40,7 @@ def wait(c: httpx.Client, job: str, *states: str) -> dict[str, Any]:
 
 
 def wait_log(c: httpx.Client, job: str, text: str, **params: Any) -> str:
-    """The log once it holds ``text`` (until Ray has started the task it has none: 404)."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        r = c.get(f"/v1/jobs/{job}/logs", params=params)
-        if r.status_code == 200 and text in r.text:
-            return r.text
-        assert r.status_code in (200, 404), r.text
-        assert time.monotonic() < deadline, f"job {job}: {text!r} never in its log: {r.text!r}"
-        time.sleep(0.1)
-
-
-def user_token(c: httpx.Client, tenant: str = "lab") -> str:
-    r = c.post("/v1/tokens", json={"name": "alice", "role": "user", "tenant": tenant,
-                                   "user": "alice"})  # fmt: skip
-    assert r.status_code == 201, r.text
-    return str(r.json()["token"])
+    return serving.wait_log(c, job, text, DEADLINE_S, **params)
 
 
 @pytest.fixture
@@ -115,28 +99,11 @@ def test_a_gang_spreads_over_two_nodes_and_meets_at_rank_0(srv: Running) -> None
 def test_a_gang_stands_or_falls_together_across_nodes(srv: Running) -> None:
     """Rank 1 fails on its node: rank 0, on the other node, is stopped with the job's signal
     and the job fails with rank 1's exit code."""
-    script = ("import os, signal, sys, time\n"
-              "signal.signal(signal.SIGTERM, lambda *_: (print('told to stop', flush=True), "
-              "sys.exit(0)))\n"
-              "print('up', flush=True)\n"
-              "if os.environ['RANK'] == '1':\n    time.sleep(1); sys.exit(3)\n"
-              "time.sleep(120)\n")  # fmt: skip
-    with srv.client(user_token(srv.client())) as c:
-        job = submit(c, command=[PY, "-c", script], tasks=2, gpus=4, grace=5)
-        done = wait(c, job, "failed", "succeeded")
-        assert done["state"] == "failed" and done["exit_code"] == 3, done
-        assert "told to stop" in wait_log(c, job, "told to stop", task=0)
+    scenarios.gang_stands_or_falls_together(srv, DEADLINE_S)
 
 
 def test_cancel_and_max_runtime_on_ray(srv: Running) -> None:
-    with srv.client(user_token(srv.client())) as c:
-        sleeper = submit(c, command=["sleep", "60"], gpus=1, grace=1)
-        limited = submit(c, command=["sleep", "60"], gpus=1, max_runtime=2, grace=1)
-        wait(c, sleeper, "running")
-        assert c.post(f"/v1/jobs/{sleeper}/cancel").status_code == 202
-        assert wait(c, sleeper, "cancelled", "failed")["state"] == "cancelled"
-        job = wait(c, limited, "failed", "succeeded")
-        assert job["state"] == "failed" and "max runtime" in job["reason"]
+    scenarios.cancel_and_max_runtime(srv, DEADLINE_S)
 
 
 def test_a_checkpoint_dir_off_the_shared_path_is_refused(srv: Running, tmp_path: Path) -> None:
@@ -148,26 +115,7 @@ def test_a_checkpoint_dir_off_the_shared_path_is_refused(srv: Running, tmp_path:
 def test_a_spot_gang_preempted_by_a_high_job_resumes_from_its_checkpoint(
     srv: Running, shared: Path
 ) -> None:
-    ckpt = shared / "ckpt"
-    ckpt.mkdir()
-    ckpt.chmod(0o777)  # the tasks' user writes there
-    with srv.client(user_token(srv.client())) as c:
-        spot = submit(c, command=[PY, "-c", CHECKPOINTED], tasks=2, gpus=4,
-                      priority_class="spot", checkpoint_dir=str(ckpt), grace=5)  # fmt: skip
-        wait(c, spot, "running")
-        deadline = time.monotonic() + DEADLINE_S
-        while not (ckpt / "step-0").exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        high = submit(c, command=[PY, "-c", "print('high')"], gpus=4, priority_class="high")
-        assert wait(c, high, "succeeded", "failed")["state"] == "succeeded"
-        detail = c.get(f"/v1/jobs/{spot}").json()
-        assert detail["attempts"][0]["outcome"] == "preempted"
-        wait(c, spot, "running")
-        out = wait_log(c, spot, "resumes at", attempt=2)
-        assert int(out.split()[-1]) >= 10  # from the checkpoint written on SIGTERM
-        c.post(f"/v1/jobs/{spot}/cancel")
-        wait(c, spot, "cancelled")
+    scenarios.spot_gang_resumes_after_preemption(srv, shared, DEADLINE_S)
 
 
 def test_a_killed_raylet_loses_its_attempts_which_are_requeued(
@@ -244,51 +192,9 @@ def test_kill_9_of_the_control_plane_and_the_restart_adopts_what_runs(
 ) -> None:
     """``suanli serve --backend ray`` as its own process; killed with SIGKILL while a job
     runs on Ray; a new server on the same state adopts it: one attempt, and it succeeds."""
-    state, port = tmp_path / "state", free_port()
-    marker = shared / "go"
-    args = [
-        sys.executable, "-m", "suanli.cli.main", "serve", "--state-dir", str(state),
-        "--port", str(port), "--backend", "ray", "--ray-address", ray_cluster.address,
-        "--shared-dir", str(shared), "--interval", "0.1",
-    ]  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-
-    def serve() -> subprocess.Popen[bytes]:
-        log = open(tmp_path / "serve.out", "ab")  # noqa: SIM115 - the child holds it
-        proc = subprocess.Popen(args, stdout=log, stderr=log)
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    return proc
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, (tmp_path / "serve.out").read_text()
-            assert time.monotonic() < deadline, (tmp_path / "serve.out").read_text()
-            time.sleep(0.2)
-
-    waits = f"import os, time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.1)\nprint('went')"
-    proc = serve()
-    try:
-        token = (state / "admin.token").read_text().strip()
-        headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=url, headers=headers, timeout=10) as c:
-            job = submit(c, command=[PY, "-c", waits], gpus=1)
-            wait(c, job, "running")
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            proc = serve()
-            assert wait(c, job, "running")["attempts"] == 1
-            marker.write_text("")
-            done = wait(c, job, "succeeded", "failed")
-            assert done["state"] == "succeeded" and done["attempts"] == 1, done
-            assert logs(c, job).strip() == "went"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    scenarios.kill_9_and_adopt(
+        tmp_path, shared, ["--backend", "ray", "--ray-address", ray_cluster.address], DEADLINE_S
+    )
 
 
 def test_the_head_down_and_back_under_a_submission_load_loses_and_repeats_nothing(

@@ -246,6 +246,20 @@ class LocalBackend:
         except OSError:
             pass
 
+    def release_task(self, job_id: str, attempt: int, task: int) -> None:
+        """Remove one task's scratch directory and elastic file (its siblings' stay): what a
+        backend that runs each task apart (on a node of a cluster) frees when that task's
+        end is read. The attempt's and job's levels go once no task has one left."""
+        scratch = self.scratch_dir_for(job_id, attempt, task)
+        shutil.rmtree(scratch, ignore_errors=True)
+        elastic = self.elastic_file_for(job_id, attempt, task)
+        elastic.unlink(missing_ok=True)
+        for level in (elastic.parent, scratch.parent, scratch.parent.parent):
+            try:
+                level.rmdir()
+            except OSError:
+                pass
+
     def elastic_file_for(self, job_id: str, attempt: int, task: int) -> Path:
         """The elastic file of a task of an elastic job (see the module docstring)."""
         attempt_dir = self.scratch / self.scratch_id / job_dir_name(job_id) / str(attempt)

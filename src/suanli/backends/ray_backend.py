@@ -65,7 +65,8 @@ from suanli.backends.base import (
 )
 from suanli.backends.local import _scratch_id, exit_from_record, gone_without_record
 from suanli.backends.ray_task import PLACED_FILE
-from suanli.backends.shim import EXIT_FILE, HANDLE_FILE, STDERR_LOG, STDOUT_LOG, read_json
+from suanli.backends.shared_runs import OutageClock, SharedRunDirs
+from suanli.backends.shim import EXIT_FILE, HANDLE_FILE, read_json
 from suanli.config.cluster import _known_model
 from suanli.core.model import GpuModel, NodeSpec, SpecError
 
@@ -192,7 +193,7 @@ class _Ended:
     actors: dict[int, Any] = field(default_factory=dict)
 
 
-class RayBackend:
+class RayBackend(SharedRunDirs, OutageClock):
     """The :class:`~suanli.backends.base.Backend` on a Ray cluster at ``address``.
 
     ``shared`` is the path every node sees (the run directories go to ``shared/runs``);
@@ -289,19 +290,7 @@ class RayBackend:
 
     def available(self) -> str | None:
         """None when the cluster answers; else why nothing can be started or stopped now."""
-        with self._lock:
-            if self._down_since is None:
-                return None
-            probe = self._probe
-            if probe is not None and probe.done():
-                if probe.exception() is None:
-                    log.warning("the Ray cluster at %s answers again after %.0f s",
-                                self.address, time.monotonic() - self._down_since)  # fmt: skip
-                    self._down_since, self._probe, self._back = None, None, True
-                    return None
-                self._probe = self._calls.submit(self._names)  # it failed: ask again
-            since = time.monotonic() - self._down_since
-        return f"the Ray cluster at {self.address} has not answered for {since:.0f} s"
+        return self.engine_down(f"the Ray cluster at {self.address}", self._names)
 
     def _names(self) -> set[str]:
         return set(self.ray.util.list_named_actors())
@@ -349,13 +338,6 @@ class RayBackend:
 
     def actor_name(self, job_id: str, attempt: int, task: int) -> str:
         return f"{self.instance}/{job_dir_name(job_id)}/{attempt}/{task}"
-
-    def run_dir_for(self, job_id: str, attempt: int, task: int) -> Path:
-        return self.root / job_dir_name(job_id) / str(attempt) / str(task)
-
-    def log_paths(self, handle: Handle) -> tuple[Path, Path]:
-        run_dir = Path(handle.run_dir)
-        return run_dir / STDOUT_LOG, run_dir / STDERR_LOG
 
     # --- launch --------------------------------------------------------------------------
 
@@ -451,16 +433,7 @@ class RayBackend:
         record = read_json(Path(t.handle.run_dir) / EXIT_FILE)
         if record is not None:
             return exit_from_record(t.handle, record)
-        with self._lock:
-            since = self._down_since
-        if since is None or time.monotonic() - since < self.outage_timeout_s:
-            return None
-        with self._lock:
-            self._given_up.add(t.name)
-        return Exit(
-            t.handle, Outcome.LOST, None, None, time.time(),
-            f"the Ray cluster did not answer for {self.outage_timeout_s:g} s",
-        )  # fmt: skip
+        return self.lost_in_outage(t.handle, t.name, "the Ray cluster")
 
     def _after_outage(self, live: set[str]) -> None:
         """The cluster answers again: stop what was given up, send what was kept."""

@@ -14,7 +14,6 @@ by the control plane, which wraps :class:`TaskKeeper` with ``ray.remote`` at run
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -103,15 +102,7 @@ class TaskKeeper:
         import ray
 
         spec = self.spec
-        scratch = self.local.scratch_dir_for(spec.job_id, spec.attempt, spec.task)
-        shutil.rmtree(scratch, ignore_errors=True)
-        elastic = self.local.elastic_file_for(spec.job_id, spec.attempt, spec.task)
-        elastic.unlink(missing_ok=True)
-        for level in (elastic.parent, scratch.parent, scratch.parent.parent):
-            try:
-                level.rmdir()  # the attempt's and the job's, once no task has one left
-            except OSError:
-                pass
+        self.local.release_task(spec.job_id, spec.attempt, spec.task)
         self.local.close()
         ray.actor.exit_actor()
 

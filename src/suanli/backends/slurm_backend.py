@@ -85,11 +85,10 @@ from suanli.backends.base import (
     signal_number,
 )
 from suanli.backends.local import _scratch_id, exit_from_record
+from suanli.backends.shared_runs import OutageClock, SharedRunDirs
 from suanli.backends.shim import (
     EXIT_FILE,
     HANDLE_FILE,
-    STDERR_LOG,
-    STDOUT_LOG,
     read_json,
     write_json_atomic,
 )
@@ -243,7 +242,7 @@ class _Task:
     killed: bool = False
 
 
-class SlurmBackend:
+class SlurmBackend(SharedRunDirs, OutageClock):
     """The :class:`~suanli.backends.base.Backend` on the Slurm cluster of ``SLURM_CONF``.
 
     ``shared``: the path every node sees (run directories under ``shared/runs``).
@@ -335,27 +334,9 @@ class SlurmBackend:
                 self._down_since = time.monotonic()
                 log.warning("the Slurm controller does not answer (%s): down until it does", why)
 
-    def _ping(self) -> None:
-        self._run("squeue", "-h", "-p", self.partition, "-o", "%i", "-t", "PD")
-
     def available(self) -> str | None:
         """None when the controller answers; else why nothing can be started now."""
-        with self._lock:
-            if self._down_since is None:
-                return None
-            probe = self._probe
-            if probe is not None and probe.done():
-                if probe.exception() is None:
-                    log.warning("the Slurm controller answers again after %.0f s",
-                                time.monotonic() - self._down_since)  # fmt: skip
-                    self._down_since, self._probe, self._back = None, None, True
-                    self._queue_at = -math.inf
-                    return None
-                probe = None
-            if probe is None:
-                self._probe = self._calls.submit(self._probe_once)
-            since = time.monotonic() - self._down_since
-        return f"the Slurm controller has not answered for {since:.0f} s"
+        return self.engine_down("the Slurm controller", self._probe_once)
 
     def _probe_once(self) -> None:
         argv = [self.commands["squeue"], "-h", "-p", self.partition, "-o", "%i", "-t", "PD"]
@@ -425,13 +406,6 @@ class SlurmBackend:
 
     def job_name(self, job_id: str, attempt: int, task: int) -> str:
         return f"{self.prefix}{job_dir_name(job_id)}/{attempt}/{task}"
-
-    def run_dir_for(self, job_id: str, attempt: int, task: int) -> Path:
-        return self.root / job_dir_name(job_id) / str(attempt) / str(task)
-
-    def log_paths(self, handle: Handle) -> tuple[Path, Path]:
-        run_dir = Path(handle.run_dir)
-        return run_dir / STDOUT_LOG, run_dir / STDERR_LOG
 
     # --- launch --------------------------------------------------------------------------
 
@@ -535,7 +509,8 @@ class SlurmBackend:
         jobs: dict[str, SlurmJob] | None
         try:
             self.available()
-            jobs = self._read_queue() if tracked or self._back or self._given_up else {}
+            back = self._back  # the queue read before the outage is stale
+            jobs = self._read_queue(force=back) if tracked or back or self._given_up else {}
         except EngineUnreachable:
             jobs = None
         if jobs is not None and self._back:
@@ -630,16 +605,7 @@ class SlurmBackend:
         ended = self._record(t)
         if ended is not None:
             return ended
-        with self._lock:
-            since = self._down_since
-        if since is None or time.monotonic() - since < self.outage_timeout_s:
-            return None
-        with self._lock:
-            self._given_up.add(t.name)
-        return Exit(
-            t.handle, Outcome.LOST, None, None, time.time(),
-            f"the Slurm controller did not answer for {self.outage_timeout_s:g} s",
-        )  # fmt: skip
+        return self.lost_in_outage(t.handle, t.name, "the Slurm controller")
 
     def _after_outage(self, jobs: dict[str, SlurmJob]) -> None:
         """Slurm answers again: cancel what was given up in the outage and still runs."""

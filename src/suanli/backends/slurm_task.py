@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import signal
 import threading
 import time
@@ -182,15 +181,7 @@ class _Step:
         """Remove the task's scratch on this node; the step's exit status (the task's)."""
         spec = self.spec
         self.local.close()
-        scratch = self.local.scratch_dir_for(spec.job_id, spec.attempt, spec.task)
-        shutil.rmtree(scratch, ignore_errors=True)
-        elastic = self.local.elastic_file_for(spec.job_id, spec.attempt, spec.task)
-        elastic.unlink(missing_ok=True)
-        for level in (elastic.parent, scratch.parent, scratch.parent.parent):
-            try:
-                level.rmdir()  # the attempt's and the job's, once no task has one left
-            except OSError:
-                pass
+        self.local.release_task(spec.job_id, spec.attempt, spec.task)
         record = read_json(self.run_dir / EXIT_FILE) or {}
         if record.get("exit_code") is not None:
             return int(record["exit_code"]) & 0xFF
