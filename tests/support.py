@@ -3,7 +3,13 @@ were looked for) and a command-line runner that keeps stderr apart where click c
 
 from __future__ import annotations
 
+import atexit
+import functools
+import json
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -26,3 +32,24 @@ def cli_runner() -> CliRunner:
         return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
     except TypeError:
         return CliRunner()
+
+
+@functools.cache
+def philly_billed(traces: Path) -> tuple[Path, dict[str, Any]]:
+    """Philly simulated on its own machines with fifo+best-fit, then billed with the example
+    price book by queue (``suanli bill --by queue --json``): the output directory (its
+    ledger in it) and the bill. Made once a session for the tests that read it (a Philly
+    replay and its bill take about a minute); they must not write there."""
+    from suanli.cli.main import app
+
+    out = Path(tempfile.mkdtemp(prefix="suanli-philly-")) / "philly"
+    atexit.register(shutil.rmtree, out.parent, True)
+    runner = cli_runner()
+    sim = runner.invoke(app, ["simulate", "--trace", "philly", "--trace-dir", str(traces),
+                              "-p", "fifo+best-fit", "-o", str(out), "--quiet"])  # fmt: skip
+    assert sim.exit_code == 0, sim.output
+    prices = Path(__file__).resolve().parents[1] / "examples" / "prices.yaml"
+    bill = runner.invoke(app, ["bill", str(out), "--prices", str(prices), "--by", "queue",
+                               "--json"])  # fmt: skip
+    assert bill.exit_code == 0, bill.output
+    return out, json.loads(bill.stdout)

@@ -21,6 +21,7 @@ from suanli.backends.base import Elastic, Exit, Launch, Outcome
 from suanli.backends.shim import read_json
 from suanli.backends.slurm_backend import SlurmBackend
 from suanli.backends.slurm_task import PLACED_FILE, control_paths
+from suanli.core.model import SpecError
 from tasks import ROOT, TASK_PY
 
 T = TypeVar("T")
@@ -255,3 +256,10 @@ def test_a_stop_reaches_a_running_task_while_slurmctld_is_down(
     finally:
         cluster.start_controller()
     until(lambda: backend.available() is None or None, "the controller to answer")
+
+
+def test_a_partition_slurm_does_not_have_is_refused_with_what_it_has(
+    backend: SlurmBackend, cluster: sc.SlurmTestCluster
+) -> None:
+    with pytest.raises(SpecError, match=r"--slurm-partition nope: .*Slurm has: suanli"):
+        SlurmBackend(backend.shared, partition="nope", env=cluster.env, python=TASK_PY)

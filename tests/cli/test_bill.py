@@ -34,6 +34,7 @@ from suanli.metering.simout import (
 from suanli.metering.usage import Attempt, usage_records
 from suanli.store import journal, open_store, totals
 from suanli.traces import TraceNotFoundError, find_trace_dir
+from support import philly_billed
 
 ROOT = Path(__file__).resolve().parents[2]
 PRICES = ROOT / "examples" / "prices.yaml"
@@ -624,25 +625,8 @@ def trace_dir() -> Iterator[Path]:
         pytest.skip(f"trace directory absent (looked in {places}): set SUANLI_TRACE_DIR")
 
 
-def test_philly_chargeback_per_virtual_cluster(
-    runner: CliRunner, trace_dir: Path, tmp_path: Path
-) -> None:
-    out = tmp_path / "philly"
-    sim = run(
-        runner,
-        "simulate",
-        "--trace",
-        "philly",
-        "--trace-dir",
-        trace_dir,
-        "-p",
-        "fifo+best-fit",
-        "-o",
-        out,
-        "--quiet",
-    )
-    assert sim.exit_code == 0, sim.output
-    doc = bill_json(runner, out, "--prices", PRICES, "--by", "queue")
+def test_philly_chargeback_per_virtual_cluster(trace_dir: Path) -> None:
+    out, doc = philly_billed(trace_dir)  # simulate --trace philly, bill --by queue
     (r,) = doc["results"]
     assert r["gpu_hours_check"]["equal"] is True
     summary = json.loads((out / "summary.json").read_text())

@@ -24,7 +24,7 @@ from suanli.core.speed import REFERENCE
 from suanli.sim.engine import PolicySet, simulate
 from suanli.sim.results import SimResult
 from suanli.traces import resolve_trace
-from support import cli_runner, trace_dir_or_skip
+from support import cli_runner, philly_billed, trace_dir_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 PRICES = ROOT / "examples" / "prices.yaml"
@@ -180,9 +180,7 @@ def traces() -> Path:
     return trace_dir_or_skip()
 
 
-def test_philly_on_its_own_machines_bills_the_gpu_hours_its_file_records(
-    runner: CliRunner, traces: Path, tmp_path: Path
-) -> None:
+def test_philly_on_its_own_machines_bills_the_gpu_hours_its_file_records(traces: Path) -> None:
     # The outside truth: sum of num_gpus x duration, read with the csv module alone.
     recorded_s = 0.0
     with (traces / "philly" / "philly_jobs.csv").open(newline="") as f:
@@ -190,16 +188,8 @@ def test_philly_on_its_own_machines_bills_the_gpu_hours_its_file_records(
             recorded_s += int(row["num_gpus"]) * float(row["duration"])
     recorded_h = recorded_s / 3600
     assert recorded_h == pytest.approx(978_078.47, abs=0.01)
-    out = tmp_path / "philly"
-    sim = runner.invoke(
-        app,
-        ["simulate", "--trace", "philly", "--trace-dir", str(traces), "-p", "fifo+best-fit",
-         "-o", str(out), "-q"],
-    )  # fmt: skip
-    assert sim.exit_code == 0, sim.output
-    bill = runner.invoke(app, ["bill", str(out), "--prices", str(PRICES), "--json"])
-    assert bill.exit_code == 0, bill.output
-    (result,) = json.loads(bill.stdout)["results"]
+    _, bill = philly_billed(traces)  # simulate --trace philly, then bill it
+    (result,) = bill["results"]
     billed = float(Decimal(result["gpu_hours_check"]["bill_gpu_hours"]))
     assert billed == pytest.approx(recorded_h, rel=1e-4)  # ± 0.01 %
 

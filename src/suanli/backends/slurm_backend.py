@@ -264,6 +264,9 @@ class SlurmBackend(SharedRunDirs, OutageClock):
         answer_s: float = ANSWER_S,
         outage_timeout_s: float = DEFAULT_OUTAGE_TIMEOUT_S,
     ) -> None:
+        conf = {**os.environ, **(env or {})}.get("SLURM_CONF")
+        if conf and not Path(conf).is_file():
+            raise SpecError(f"--backend slurm: SLURM_CONF names {conf}, which is not a file")
         self.shared = Path(shared).absolute()
         self.root = self.shared / "runs"
         self.root.mkdir(parents=True, exist_ok=True, mode=0o711)
@@ -294,7 +297,8 @@ class SlurmBackend(SharedRunDirs, OutageClock):
         try:
             nodes = self.refresh()
         except EngineUnreachable as e:
-            raise SpecError(f"--backend slurm: the Slurm controller does not answer: {e}") from None
+            conf = self.env.get("SLURM_CONF", "Slurm's default configuration")
+            raise SpecError(f"--backend slurm ({conf}): {e}") from None
         except SlurmError as e:
             raise SpecError(f"--backend slurm: {e}") from None
         if not nodes and not self._nodes:
@@ -316,15 +320,16 @@ class SlurmBackend(SharedRunDirs, OutageClock):
                 timeout=self.answer_s, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
-            self._mark_down(f"{command} did not answer in {self.answer_s:g} s")
-            raise EngineUnreachable(self.available()) from None
+            why = f"{command} did not answer in {self.answer_s:g} s"
+            self._mark_down(why)
+            raise EngineUnreachable(f"the Slurm controller does not answer: {why}") from None
         except OSError as e:
             raise SlurmError(f"{command}: cannot run: {e}") from None
         if done.returncode != 0:
             text = " ".join((done.stderr or done.stdout).split())
             if any(m in text.lower() for m in UNREACHABLE):
                 self._mark_down(text)
-                raise EngineUnreachable(self.available())
+                raise EngineUnreachable(f"the Slurm controller does not answer: {text}")
             raise SlurmError(f"{command}: {text or f'exit status {done.returncode}'}")
         return done.stdout
 
