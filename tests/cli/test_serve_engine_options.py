@@ -19,7 +19,11 @@ from suanli.core.model import SpecError
         ({"engine": "pbs"}, "--backend: local, ray or slurm, got 'pbs'"),
         ({"engine": "slurm"}, "--backend slurm: needs --shared-dir DIR"),
         ({"engine": "slurm", "ray_address": "head:6379"}, "--ray-address is for --backend ray"),
-        ({"slurm_python": "/usr/bin/python3"}, "--slurm-python is for --backend slurm"),
+        ({"slurm_python": "/usr/bin/python3"}, "--slurm-python are for --backend slurm"),
+        (
+            {"engine": "ray", "slurm_partition": "gpu", "ray_address": "head:6379"},
+            "--slurm-partition and --slurm-python are for --backend slurm",
+        ),
         ({"engine": "slurm", "gpus": 2, "gpu_model": "H100"}, "the Slurm cluster says its nodes"),
     ],
 )

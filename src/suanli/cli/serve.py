@@ -635,6 +635,8 @@ def build_server(
         raise SpecError(f"--backend: local, ray or slurm, got {engine!r}")
     if (gpus is None) != (gpu_model is None) and not (gpus == 0 and gpu_model is None):
         raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
+    if engine != "slurm" and (slurm_python is not None or slurm_partition != "suanli"):
+        raise SpecError("--slurm-partition and --slurm-python are for --backend slurm")
     on_engine = None
     if engine in ("ray", "slurm"):
         if engine == "slurm" and ray_address is not None:
@@ -644,8 +646,6 @@ def build_server(
             node_name, backend, engine_timeout,
         )  # fmt: skip
         inventory = None
-    elif slurm_python is not None:
-        raise SpecError("--slurm-python is for --backend slurm")
     elif ray_address is not None or shared_dir is not None:
         raise SpecError("--ray-address and --shared-dir are for --backend ray or slurm")
     else:
