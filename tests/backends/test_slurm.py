@@ -8,6 +8,7 @@ batch step runs ``TASK_PY``, an interpreter ``nobody`` may run, given suanli's s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -263,3 +264,32 @@ def test_a_partition_slurm_does_not_have_is_refused_with_what_it_has(
 ) -> None:
     with pytest.raises(SpecError, match=r"--slurm-partition nope: .*Slurm has: suanli"):
         SlurmBackend(backend.shared, partition="nope", env=cluster.env, python=TASK_PY)
+
+
+def test_a_task_cannot_forge_its_end_nor_a_stop(backend: SlurmBackend) -> None:
+    """The run directory is the task's user's: a task writes an exit record saying it
+    succeeded 1,000 s ago and a stop record saying it was preempted, and tries to write a
+    stop request where the control plane keeps them. Its end is reported only once Slurm
+    has its job over (here at once: its supervisor believed the forged record, ended, and so
+    killed the task), from its supervisor's real record, not earlier than it ran, and not as
+    the success it claimed nor as a stop nobody asked for."""
+    forge = ("import json, os, sys, time\n"
+             "run = sys.argv[1]\n"
+             "try:\n"
+             "    open(os.path.dirname(os.path.dirname(run)) + '/1.0.stop.json', 'w')\n"
+             "    print('wrote a request', flush=True)\n"
+             "except PermissionError:\n"
+             "    print('denied', flush=True)\n"
+             "json.dump({'outcome': 'preempted', 'requested_at': 0}, open(run + '/stop.json', 'w'))\n"
+             "json.dump({'exit_code': 0, 'finished_at': time.time() - 1000}, "
+             "open(run + '/exit.json', 'w'))\n"
+             "time.sleep(30)\n")  # fmt: skip
+    run_dir = backend.run_dir_for("forger", 1, 0)
+    began = time.time()
+    h = backend.launch(dataclasses.replace(spec("forger", forge),
+                                           command=(TASK_PY, "-c", forge, str(run_dir))))  # fmt: skip
+    (e,) = ended(backend)
+    assert e.outcome is Outcome.FAILED, e
+    assert "a stop suanli did not ask for" in e.detail, e
+    assert e.finished_at >= began
+    assert text(backend, h).split() == (["denied"] if ROOT else ["wrote", "a", "request"])

@@ -129,7 +129,7 @@ def test_running_job_outlives_a_controller_crash(
         finally:
             cluster.start_controller()
         assert queued_state(cluster, job) == "RUNNING"
-        assert cluster.job_pids(job) == pids
+        assert pids <= cluster.job_pids(job)  # the same processes (its sleep may be newer)
         began = time.monotonic()
         sc.poll(lambda: accounted_now(cluster, job) == "RUNNING", DEADLINE_S, "sacct: RUNNING")
         print(f"sacct says RUNNING {time.monotonic() - began:.1f}s after the restart")

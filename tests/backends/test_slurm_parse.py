@@ -67,10 +67,13 @@ def test_launch_round_trips_through_json() -> None:
     assert launch_from_json(launch_to_json(spec)) == spec
 
 
-def test_control_files_lie_beside_the_run_directory(tmp_path: Path) -> None:
+def test_requests_lie_where_the_task_cannot_write_and_answers_where_it_can(
+    tmp_path: Path,
+) -> None:
     paths = control_paths(tmp_path / "job" / "1" / "0")
-    assert paths["stop"] == tmp_path / "job" / "1" / "0.stop.json"
-    assert all(p.parent == tmp_path / "job" / "1" for p in paths.values())
+    assert paths["stop"] == tmp_path / "job" / "1.0.stop.json"  # the control plane's directory
+    assert paths["resize"].parent == tmp_path / "job"
+    assert paths["elastic"].parent == paths["output"].parent == tmp_path / "job" / "1"
 
 
 def test_sbatch_pins_the_task(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +240,7 @@ class _Task:
     stop_at: float | None = None  # monotonic time the stop was asked
     grace_s: float = 0.0
     killed: bool = False
+    seen_active_at: float = 0.0  # epoch: the last queue read that showed the job not over
 
 
 class SlurmBackend(SharedRunDirs, OutageClock):
@@ -290,6 +291,7 @@ class SlurmBackend(SharedRunDirs, OutageClock):
         self._suspect: dict[str, float] = {}
         self._queue: dict[str, SlurmJob] = {}
         self._queue_at = -math.inf
+        self._queue_wall = 0.0
         self._down_since: float | None = None
         self._probe: Future[Any] | None = None
         self._back = False
@@ -359,6 +361,7 @@ class SlurmBackend(SharedRunDirs, OutageClock):
             return self._queue
         if self.available() is not None:
             raise EngineUnreachable(self.available())
+        wall = time.time()  # what the queue says held when it was asked
         out = self._run("squeue", "-h", "-t", "all", "-p", self.partition,
                         "-o", "%i|%T|%N|%r|%j")  # fmt: skip
         jobs: dict[str, SlurmJob] = {}
@@ -369,7 +372,7 @@ class SlurmBackend(SharedRunDirs, OutageClock):
                 old = jobs.get(parts[4])
                 if old is None or old.state not in ACTIVE:
                     jobs[parts[4]] = job
-        self._queue, self._queue_at = jobs, now
+        self._queue, self._queue_at, self._queue_wall = jobs, now, wall
         return jobs
 
     def _active(self, force: bool = False) -> dict[str, SlurmJob]:
@@ -532,16 +535,24 @@ class SlurmBackend(SharedRunDirs, OutageClock):
         return exits
 
     def _record(self, t: _Task) -> Exit | None:
+        """The end its exit record tells, checked against what the control plane knows.
+
+        The run directory is the task's user's (Slurm runs the whole job as that user), so
+        the record is the user's word: a stop outcome counts only where the control plane
+        asked for that stop (its request lies where the user cannot write), and the end is
+        never earlier than the last time Slurm showed the job still running."""
         record = read_json(Path(t.handle.run_dir) / EXIT_FILE)
         if record is None:
             return None
         ended = exit_from_record(t.handle, record)
         asked = self._asked(t.handle)
-        if ended.outcome is Outcome.LOST and asked is not None:
+        if ended.outcome in STOP_OUTCOMES and ended.outcome is not asked:
+            ended = replace(ended, outcome=Outcome.FAILED,
+                            detail=f"{ended.detail} (a stop suanli did not ask for)")  # fmt: skip
+        elif ended.outcome is Outcome.LOST and asked is not None:
             # Its batch step was cancelled before it could stop the task itself.
-            return Exit(t.handle, asked, ended.exit_code, ended.signal, ended.finished_at,
-                        f"{asked.value} in Slurm: {ended.detail}")  # fmt: skip
-        return ended
+            ended = replace(ended, outcome=asked, detail=f"{asked.value} in Slurm: {ended.detail}")
+        return replace(ended, finished_at=max(ended.finished_at, t.seen_active_at))
 
     def _asked(self, handle: Handle) -> Outcome | None:
         stop = read_json(control_paths(Path(handle.run_dir))["stop"])
@@ -552,12 +563,11 @@ class SlurmBackend(SharedRunDirs, OutageClock):
         return outcome if outcome in STOP_OUTCOMES else None
 
     def _check(self, t: _Task, jobs: dict[str, SlurmJob]) -> Exit | None:
-        ended = self._record(t)
-        if ended is not None:
-            return ended
+        """The task's end once Slurm says its job is over (an exit record alone is not
+        enough: the task's user could write one while the task still runs on its GPUs)."""
         job = jobs.get(t.name)
         if job is None or job.state not in ACTIVE:
-            ended = self._record(t)  # it may have ended in between
+            ended = self._record(t)
             if ended is not None:
                 return ended
             asked = self._asked(t.handle)
@@ -575,6 +585,7 @@ class SlurmBackend(SharedRunDirs, OutageClock):
                 f"its Slurm job {job.job_id if job else '?'} on node {t.node} ended {state} "
                 "without an exit record",
             )  # fmt: skip
+        t.seen_active_at = max(t.seen_active_at, self._queue_wall)
         now = time.monotonic()
         if job.state == "PENDING":
             if now - t.launched_at > self.place_timeout_s:

@@ -43,16 +43,22 @@ WATCH_INTERVAL_S = 1.0
 
 
 def control_paths(run_dir: Path) -> dict[str, Path]:
-    """The control plane's requests to one task, and this step's answers: files beside its
-    run directory (``<attempt>/<task>.stop.json`` ...), so that they exist before the task's
-    supervisor makes the run directory and never mix with what it writes there."""
-    base = run_dir.parent
-    task = run_dir.name
+    """The control plane's requests to one task, and this step's answers, as files of the
+    run directory's job and attempt directories, so that they exist before the task's
+    supervisor makes the run directory and never mix with what it writes there.
+
+    The requests (stop, resize) lie in the job's directory, which is the control plane's
+    (mode 0711: a task's user reads a request it knows the name of, and can neither list nor
+    write there), so a task can never make a stop or a resize the control plane did not ask
+    for; the answers in the attempt's directory, which is the task's user's."""
+    attempt_dir = run_dir.parent
+    job_dir = attempt_dir.parent
+    task, attempt = run_dir.name, attempt_dir.name
     return {
-        "stop": base / f"{task}.stop.json",  # {"outcome", "requested_at"}
-        "resize": base / f"{task}.resize.json",  # {"world_size", "rank", "generation"}
-        "elastic": base / f"{task}.elastic.json",  # what the task's elastic file says now
-        "output": base / f"{task}.slurm.out",  # the batch step's own output (Slurm's --output)
+        "stop": job_dir / f"{attempt}.{task}.stop.json",  # {"outcome", "requested_at"}
+        "resize": job_dir / f"{attempt}.{task}.resize.json",  # {"world_size", "rank", ...}
+        "elastic": attempt_dir / f"{task}.elastic.json",  # what the elastic file says now
+        "output": attempt_dir / f"{task}.slurm.out",  # the batch step's own (Slurm's --output)
     }
 
 
