@@ -63,7 +63,8 @@ from suanli.backends.base import (
     Outcome,
     job_dir_name,
 )
-from suanli.backends.local import _scratch_id, exit_from_record, gone_without_record
+from suanli.backends.endings import exit_from_record, gone_without_record
+from suanli.backends.local import _scratch_id
 from suanli.backends.ray_task import PLACED_FILE
 from suanli.backends.shared_runs import OutageClock, SharedRunDirs
 from suanli.backends.shim import EXIT_FILE, HANDLE_FILE, read_json

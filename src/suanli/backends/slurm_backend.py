@@ -84,7 +84,8 @@ from suanli.backends.base import (
     job_dir_name,
     signal_number,
 )
-from suanli.backends.local import _scratch_id, exit_from_record
+from suanli.backends.endings import exit_from_record
+from suanli.backends.local import _scratch_id
 from suanli.backends.shared_runs import OutageClock, SharedRunDirs
 from suanli.backends.shim import (
     EXIT_FILE,
