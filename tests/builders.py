@@ -30,7 +30,18 @@ MODELS = (V100, A100, T4)
 CPU = 64_000
 MEM = 512_000
 
-QUEUE_ORDERS = ("fifo", "priority", "sjf", "smallest-first", "drf", "fair-share")
+QUEUE_ORDERS = (
+    "fifo",
+    "priority",
+    "sjf",
+    "smallest-first",
+    "drf",
+    "fair-share",
+    "sjf-gpu",
+    "qssf",
+    "las",
+    "srtf",
+)
 PLACEMENTS = (
     "first-fit",
     "best-fit",

@@ -10,6 +10,7 @@ from builders import V100, cluster, node, task
 from suanli.core.model import (
     KNOWN_GPU_MODELS,
     MILLI,
+    OUTCOMES,
     ClusterSpec,
     GpuModel,
     Job,
@@ -53,6 +54,8 @@ BAD = [
     ("job-util-over-one", lambda: Job("j", 0, 1, gpu_util=1.5), "gpu_util"),
     ("job-util-negative", lambda: Job("j", 0, 1, gpu_util=-0.1), "gpu_util"),
     ("job-util-nan", lambda: Job("j", 0, 1, gpu_util=math.nan), "gpu_util"),
+    ("job-unknown-outcome", lambda: Job("j", 0, 1, outcome="Pass"), "job j: outcome"),
+    ("job-outcome-case", lambda: Job("j", 0, 1, outcome="Killed"), "'Killed'"),
 ]
 
 
@@ -74,6 +77,7 @@ GOOD = [
     ("job-gang-min-equals-tasks", lambda: Job("j", 0, 1, tasks=3, gang_min=3)),
     ("job-zero-runtime", lambda: Job("j", 0, 0)),
     ("job-util-bounds", lambda: Job("j", 0, 1, gpu_util=0.0)),
+    ("job-outcome-killed", lambda: Job("j", 0, 1, outcome="killed")),
     ("node-without-gpus", lambda: NodeSpec("n", 0, None, 0, 0)),
 ]
 
@@ -152,3 +156,12 @@ def test_values_are_frozen_and_hashable() -> None:
 def test_known_models_are_valid() -> None:
     for name, m in KNOWN_GPU_MODELS.items():
         assert m.name == name and m.memory_mib > 0 and m.speed > 0
+
+
+def test_job_outcome_is_a_recorded_fact() -> None:
+    """Not recorded unless given; kept by ``replace``; one of ``OUTCOMES``."""
+    assert OUTCOMES == ("", "completed", "failed", "killed")
+    assert Job("j", 0, 1).outcome == ""
+    failed = Job("j", 0, 1, outcome="failed")
+    assert failed.with_class("spot").outcome == "failed"
+    assert [Job("j", 0, 1, outcome=o).outcome for o in OUTCOMES] == list(OUTCOMES)

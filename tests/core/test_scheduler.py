@@ -64,6 +64,13 @@ EXPECTED_ORDER = {
     # One queue: fair sharing between queues leaves priority, then FIFO.
     "drf": ["j5", "j3", "j1", "j4", "j2"],
     "fair-share": ["j5", "j3", "j1", "j4", "j2"],
+    # True GPU-time: j5 0.5 × 20 and j4 1 × 10 tie at 10 (j5 came first), j2 20, j3 30, j1 200.
+    "sjf-gpu": ["j5", "j4", "j2", "j3", "j1"],
+    "srtf": ["j5", "j4", "j2", "j3", "j1"],  # nothing has run yet: remaining = all of it
+    # The users' estimates (none: 24 h each), so predicted GPU-time goes by GPUs, then the
+    # aging term by submit: j3 (2) before j4 (3).
+    "qssf": ["j5", "j3", "j4", "j2", "j1"],
+    "las": ["j1", "j2", "j5", "j3", "j4"],  # nothing attained: all in the first queue, FIFO
 }
 
 

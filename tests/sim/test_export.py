@@ -102,6 +102,7 @@ def test_write_results_files(tmp_path: Path) -> None:
     assert by_id["j2"]["finish"] == "" and by_id["j2"]["pending_reason"] == ""  # running
     assert by_id["j3"]["start"] == "" and by_id["j3"]["pending_reason"].startswith("no capacity")
     assert by_id["j1"]["priority_class"] == "normal" and by_id["j1"]["tenant"] == "default"
+    assert {r["outcome"] for r in by_id.values()} == {""}  # no outcome recorded
     assert (by_id["j1"]["tasks"], by_id["j1"]["gpu_milli"], by_id["j1"]["nodes"]) == (
         "1",
         "8000",
@@ -152,6 +153,42 @@ def test_write_results_files(tmp_path: Path) -> None:
 
     png = (out / "allocation.png").read_bytes()
     assert png.startswith(PNG_MAGIC) and len(png) > 1000
+
+
+def test_jobs_csv_outcome_column(tmp_path: Path) -> None:
+    """The recorded outcome is the last column of the per-job CSV and JSON Lines, after the
+    columns there before it; a failed or killed job still runs its recorded runtime."""
+    assert JOB_COLUMNS == (
+        "id", "tenant", "priority_class", "submit", "start", "finish", "wait", "jct", "tasks",
+        "gpu_milli", "nodes", "pending_reason", "queue", "preemptions", "waited_for", "budget",
+        "outcome",
+    )  # fmt: skip
+    c = cluster(node("n0", 8))
+    jobs = [
+        job("ok", 0, 100, outcome="completed"),
+        job("bad", 1, 40, outcome="failed"),
+        job("cut", 2, 70, outcome="killed"),
+        job("new", 3, 10),
+    ]
+    res = simulate(c, jobs, PolicySet.parse("fifo+best-fit"))
+    assert res.job_outcome == ["completed", "failed", "killed", ""]  # record (submit) order
+    write_results([res], tmp_path, plot=False)
+    rows = read_csv(tmp_path / "fifo_best-fit-jobs.csv")
+    assert tuple(rows[0]) == JOB_COLUMNS
+    by_id = {r[0]: dict(zip(JOB_COLUMNS, r, strict=True)) for r in rows[1:]}
+    assert {i: (r["outcome"], r["jct"]) for i, r in by_id.items()} == {
+        "ok": ("completed", "100"),
+        "bad": ("failed", "40"),
+        "cut": ("killed", "70"),
+        "new": ("", "10"),
+    }
+    lines = (tmp_path / "fifo_best-fit-jobs.jsonl").read_text().splitlines()
+    assert {d["id"]: d["outcome"] for d in map(json.loads, lines)} == {
+        "ok": "completed",
+        "bad": "failed",
+        "cut": "killed",
+        "new": "",
+    }
 
 
 def test_write_results_without_plot(tmp_path: Path) -> None:

@@ -207,6 +207,29 @@ def test_resolve_trace_by_file(mini: Path, tmp_path: Path) -> None:
         resolve_trace(str(other))
 
 
+def test_resolve_trace_philly_users_by_file(mini: Path, tmp_path: Path) -> None:
+    """A Gen-Parallel-Workloads CSV by path: recognised by its header, users as tenants, the
+    recorded outcomes kept; the Philly machines from the trace directory."""
+    path = write(
+        tmp_path / "mine" / "training.csv",
+        "u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status",
+        "7,12,8,0,2,0,100,0,Pass",
+        "8,3,1,0,1,60,30,0,Killed",
+        "9,12,2,0,1,5,40,0,Failed",
+    )
+    assert file_kind(path) == "philly-user-jobs"
+    t = resolve_trace(str(path), mini)
+    assert t.spec == str(path) and t.source == CITATIONS["philly-users"]
+    assert t.cluster.total_gpus == 16
+    assert [(j.id, j.user, j.tenant, j.outcome) for j in t.jobs] == [
+        ("philly-user-00007", "u12", "philly/u12", "completed"),
+        ("philly-user-00008", "u3", "philly/u3", "killed"),
+        ("philly-user-00009", "u12", "philly/u12", "failed"),
+    ]
+    assert [j.submit for j in t.jobs] == [0.0, 60.0, 65.0]
+    assert [j.runtime for j in t.jobs] == [100.0, 30.0, 40.0]  # killed or failed: as recorded
+
+
 def test_resolve_cluster(mini: Path) -> None:
     assert resolve_cluster("openb", mini).total_gpus == 8
     assert len(resolve_cluster("openb-gpu", mini).nodes) == 1

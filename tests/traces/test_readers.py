@@ -395,6 +395,26 @@ def test_philly_user_jobs(tmp_path: Path) -> None:
     assert [j.user for j in jobs] == ["u1", "u2", "u1"]
     assert [j.tenant for j in jobs] == ["philly/u1", "philly/u2", "philly/u1"]
     assert {j.queue for j in jobs} == {"philly"} and jobs[1].runtime == 200.0
+    # new_status: a recorded fact; the failed job still runs its run_time.
+    assert [j.outcome for j in jobs] == ["completed", "failed", "killed"]
+
+
+def test_philly_user_jobs_status_any_case_and_optional(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "p.csv",
+        PHILLY_USERS_HEADER,
+        "0,1,1,0,1,0,100,0,pass",
+        "1,2,1,0,1,1,100,0,KILLED",
+        "2,3,1,0,1,1,100,0,fAiLeD",
+    )
+    assert [j.outcome for j in load_philly_user_jobs(path)] == ["completed", "killed", "failed"]
+    # Without the column the file still loads, every outcome not recorded.
+    bare = write(
+        tmp_path, "bare.csv", "u_id,user,gpu_num,node_num,interval,run_time", "0,1,1,1,0,9"
+    )
+    jobs = load_philly_user_jobs(bare)
+    assert [(j.user, j.outcome) for j in jobs] == [("u1", "")]
 
 
 def test_philly_user_jobs_bad_rows(tmp_path: Path) -> None:
@@ -406,8 +426,39 @@ def test_philly_user_jobs_bad_rows(tmp_path: Path) -> None:
         "1,2,3,0,2,10,100,0,Pass",
         "2,3,1,0,1,10,0,0,Pass",
     )
-    with pytest.raises(TraceFormatError, match="p.csv:3: column 'gpu_num': gpu_num 3 does not divide over node_num 2"):
+    with pytest.raises(
+        TraceFormatError,
+        match="p.csv:3: column 'gpu_num': gpu_num 3 does not divide over node_num 2",
+    ):
         load_philly_user_jobs(path)
     jobs = load_philly_user_jobs(path, skip_bad_rows=True)
     assert [j.id for j in jobs] == ["philly-user-00000"]
     assert jobs.skipped is not None and jobs.skipped.rows_skipped == 2
+
+
+def test_philly_user_jobs_bad_status(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "p.csv",
+        PHILLY_USERS_HEADER,
+        "0,1,1,0,1,0,100,0,Pass",
+        "1,2,1,0,1,10,100,0,Done",
+        "2,3,1,0,1,10,100,0,",
+        "3,4,1,0,1,10,50,0,Killed",
+    )
+    with pytest.raises(TraceFormatError) as err:
+        load_philly_user_jobs(path)
+    e = err.value
+    assert (e.line, e.column) == (3, "new_status")
+    assert str(e) == (
+        "p.csv:3: column 'new_status': expected Pass, Failed or Killed (any case), got 'Done'"
+    )
+    jobs = load_philly_user_jobs(path, skip_bad_rows=True)
+    # Nothing else lost: the good rows keep their ids, users, runtimes and outcomes.
+    assert [(j.id, j.user, j.runtime, j.outcome) for j in jobs] == [
+        ("philly-user-00000", "u1", 100.0, "completed"),
+        ("philly-user-00003", "u4", 50.0, "killed"),
+    ]
+    assert jobs.skipped is not None and jobs.skipped.rows_skipped == 2
+    assert jobs.skipped.rows_read == 4
+    assert jobs.skipped.by_reason == {"column 'new_status': expected Pass, Failed or Killed": 2}

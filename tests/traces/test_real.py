@@ -159,3 +159,9 @@ def test_philly_with_users(traces: Path) -> None:
     assert len({j.user for j in jobs}) == 136
     assert 57 * 86_400 < jobs[-1].submit < 58 * 86_400
     assert sum(j.tasks * j.task.gpus == 1 for j in jobs) == 11_963  # the file's 1-GPU jobs
+    # new_status: Pass 8,538, Failed 4,509, Killed 1,953.
+    assert Counter(j.outcome for j in jobs) == {
+        "completed": 8_538,
+        "failed": 4_509,
+        "killed": 1_953,
+    }

@@ -48,8 +48,9 @@ class PolicySet:
 
     ``strict``: the head of the queue blocks everything behind it. ``backfill``: a
     ``backfill/...`` plugin (``none``, ``easy``, ``conservative``); ``runtime``: the
-    ``runtime/...`` estimator it plans with (``estimate``, the users' estimates; ``oracle``,
-    true runtimes, a reference only).
+    ``runtime/...`` estimator it plans with and a predictive queue order sorts by
+    (``estimate``, the users' estimates; ``oracle``, true runtimes, a reference only;
+    ``history`` and ``learned``, predictors that learn from ended jobs).
     """
 
     queue: str = "fifo"
@@ -75,12 +76,17 @@ class PolicySet:
     @property
     def label(self) -> str:
         mode = self.mode
-        return f"{self.queue}{'/' + mode if mode else ''}+{self.placement}"
+        queue = self.queue
+        if self.runtime != "estimate" and (self.strict or self.backfill == "none"):
+            queue += "@" + self.runtime  # (a backfill's mode names it otherwise)
+        return f"{queue}{'/' + mode if mode else ''}+{self.placement}"
 
     @classmethod
     def parse(cls, text: str) -> PolicySet:
-        """``QUEUE[/MODE]+PLACEMENT``, e.g. ``fifo/strict+first-fit``, ``priority+best-fit`` or
-        ``fair-share/easy+best-fit``. MODE is ``skip`` (the default), ``strict``, or a
+        """``QUEUE[@RUNTIME][/MODE]+PLACEMENT``, e.g. ``fifo/strict+first-fit``,
+        ``priority+best-fit``, ``fair-share/easy+best-fit`` or ``qssf@learned/easy+best-fit``.
+        ``@RUNTIME`` names the ``runtime/...`` estimator the queue order and the backfill
+        share (a predictive order sorts by it). MODE is ``skip`` (the default), ``strict``, or a
         backfill plugin (``easy``, ``conservative``) planning with the users' estimates;
         ``BACKFILL-oracle`` plans with true runtimes and ``BACKFILL@RUNTIME`` with any
         ``runtime/...`` estimator. Names are checked against the registry by ``check``."""
@@ -88,22 +94,30 @@ class PolicySet:
         if len(parts) != 2 or not all(parts):
             raise SpecError(f"policy set {text!r}: expected QUEUE[/MODE]+PLACEMENT")
         queue, _, mode = (p.strip() for p in parts[0].partition("/"))
-        if not queue:
-            raise SpecError(f"policy set {text!r}: expected QUEUE[/MODE]+PLACEMENT")
+        queue, at, q_runtime = (p.strip() for p in queue.partition("@"))
+        if not queue or (at and not q_runtime):
+            raise SpecError(f"policy set {text!r}: expected QUEUE[@RUNTIME][/MODE]+PLACEMENT")
         if mode in ("", "skip"):
-            return cls(queue=queue, placement=parts[1])
+            return cls(queue=queue, placement=parts[1], runtime=q_runtime or "estimate")
         if mode == "strict":
-            return cls(queue=queue, placement=parts[1], strict=True)
+            return cls(queue, parts[1], True, runtime=q_runtime or "estimate")
         backfill, _, runtime = mode.partition("@")
         if not runtime:
             runtime = "estimate"
             if backfill.endswith(_ORACLE):
                 backfill, runtime = backfill.removesuffix(_ORACLE), "oracle"
+            elif q_runtime:
+                runtime = q_runtime
         if not backfill or backfill in ("none", "skip", "strict"):
             raise SpecError(
                 f"policy set {text!r}: mode must be skip, strict or a backfill (easy, "
                 "conservative; with -oracle or @RUNTIME for its runtime estimator), "
                 f"got {mode!r}"
+            )
+        if q_runtime and runtime != q_runtime:
+            raise SpecError(
+                f"policy set {text!r}: one runtime estimator per policy set: the queue names "
+                f"{q_runtime!r}, the backfill {runtime!r}"
             )
         return cls(queue, parts[1], False, backfill, runtime)
 
@@ -187,6 +201,7 @@ def build(
         admissions=admissions,
         backfill=backfill,
         preemptor=preemptor,
+        runtime=runtime,
     )
 
 

@@ -152,10 +152,10 @@ def preempt(
             return None  # no node could make room, whatever it evicted
     else:
         evicted = None
-        if _room_after_all(s, job, order) < job.min_tasks:
+        if room_after_all(s, job, order) < job.min_tasks:
             return None
     if evicted is None:
-        evicted = _greedy(s, quota, job, lane, order, q, share)
+        evicted = greedy(s, quota, job, lane, order, q, share)
         if evicted is None:
             return None
     # Reprieve every victim not needed after all, the most expensive first.
@@ -177,7 +177,7 @@ def preempt(
     return decision
 
 
-def _greedy(
+def greedy(
     s: Handle,
     quota: QuotaAdmission | None,
     job: Job,
@@ -210,7 +210,7 @@ _NO_NODE: list[Running] = []
 """``_one_node``'s answer when no node can make room (the general search would fail too)."""
 
 
-def _room_after_all(s: Handle, job: Job, order: list[Running]) -> int:
+def room_after_all(s: Handle, job: Job, order: list[Running]) -> int:
     """How many of ``job``'s tasks the cluster could take if every candidate were evicted
     (node by node, by arithmetic; nodes without candidates as they are): an upper bound."""
     view = s.view
@@ -230,12 +230,12 @@ def _room_after_all(s: Handle, job: Job, order: list[Running]) -> int:
         g_mem = view.gpu_free_mem[n].copy()
         free = [int(view.free_cpu[n]), int(view.free_mem[n])]
         for r in cands:
-            _free_on(r, n, g_free, g_mem, free)
-        total += _count(t, g_free, g_mem, free[0], free[1], job.tasks)
+            free_on(r, n, g_free, g_mem, free)
+        total += count_tasks(t, g_free, g_mem, free[0], free[1], job.tasks)
     return total
 
 
-def _count(
+def count_tasks(
     t: TaskRequest, g_free: np.ndarray, g_mem: np.ndarray, cpu: int, mem: int, limit: int
 ) -> int:
     """How many tasks ``t`` fit a node with these free GPUs (milli, MiB), CPU and memory."""
@@ -339,18 +339,18 @@ def _one_node(
         g_mem = view.gpu_free_mem[n].copy()
         free = [int(view.free_cpu[n]), int(view.free_mem[n])]
         for r in base:
-            _free_on(r, n, g_free, g_mem, free)
+            free_on(r, n, g_free, g_mem, free)
         left = dict(left_q)
         taken = list(base)
         cost = base_cost
-        fitted = _room(t, g_free, g_mem, free[0], free[1])
+        fitted = room_for(t, g_free, g_mem, free[0], free[1])
         for r in extra.get(n, ()) if not fitted else ():
             if not allowed(r, left):
                 continue
-            _free_on(r, n, g_free, g_mem, free)
+            free_on(r, n, g_free, g_mem, free)
             taken.append(r)
             cost += r.lost_gpu_seconds(now)
-            if _room(t, g_free, g_mem, free[0], free[1]):
+            if room_for(t, g_free, g_mem, free[0], free[1]):
                 fitted = True
                 break
         if fitted:
@@ -368,7 +368,7 @@ def _one_node(
     return None
 
 
-def _free_on(r: Running, n: int, g_free: np.ndarray, g_mem: np.ndarray, free: list[int]) -> None:
+def free_on(r: Running, n: int, g_free: np.ndarray, g_mem: np.ndarray, free: list[int]) -> None:
     """Add what ``r`` holds on node ``n`` to that node's free GPUs and [CPU, memory]."""
     for tp in r.placement.tasks:
         if tp.node == n:
@@ -379,7 +379,7 @@ def _free_on(r: Running, n: int, g_free: np.ndarray, g_mem: np.ndarray, free: li
             free[1] += tp.memory_mib
 
 
-def _room(t: TaskRequest, g_free: np.ndarray, g_mem: np.ndarray, cpu: int, mem: int) -> bool:
+def room_for(t: TaskRequest, g_free: np.ndarray, g_mem: np.ndarray, cpu: int, mem: int) -> bool:
     """Whether one task ``t`` fits a node with these free GPUs (milli, MiB), CPU and memory."""
     if cpu < t.cpu_milli or mem < t.memory_mib:
         return False

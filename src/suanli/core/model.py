@@ -27,6 +27,9 @@ that every sum the scheduler forms (``tasks × amount``, a node's total) stays e
 
 MAX_TASKS = 2**20
 
+OUTCOMES = ("", "completed", "failed", "killed")
+"""The values of ``Job.outcome``: how a trace recorded the job ending (``""``: not recorded)."""
+
 
 class SpecError(ValueError):
     """A domain value that cannot exist (a negative GPU count, an unknown GPU model, ...)."""
@@ -282,7 +285,10 @@ class Job:
     ``storage_gb`` is storage the job holds while it runs and ``network_gb`` what it transfers
     over a whole run, both only metered (declared by the user, 0 if not). ``user`` is who
     submitted it (the trace's user where it records one, the token's user live; ``""``: not
-    known, and per-user limits then count the job under its tenant).
+    known, and per-user limits then count the job under its tenant). ``outcome`` is how the
+    trace recorded the job ending (``OUTCOMES``): ``"completed"``, ``"failed"``, ``"killed"``,
+    or ``""`` when not recorded. It is a recorded fact only: the simulator still runs the job
+    for its recorded ``runtime`` (a failed or killed job held its GPUs that long).
     """
 
     id: str
@@ -300,10 +306,16 @@ class Job:
     storage_gb: float = 0.0
     network_gb: float = 0.0
     user: str = ""
+    outcome: str = ""
 
     def __post_init__(self) -> None:
         if not self.id:
             raise SpecError("job needs an id")
+        if self.outcome not in OUTCOMES:
+            raise SpecError(
+                f"job {self.id}: outcome must be one of {', '.join(map(repr, OUTCOMES))}, "
+                f"got {self.outcome!r}"
+            )
         if not 1 <= self.tasks <= MAX_TASKS:
             raise SpecError(f"job {self.id}: tasks must be in 1..{MAX_TASKS}, got {self.tasks}")
         if not 0 <= self.gang_min <= self.tasks:

@@ -11,7 +11,10 @@ nothing per start. Its members:
 * ``ended``: how many running jobs ended or were evicted so far (a version number: a plan
   made when it had another value may rest on jobs that are gone);
 * ``preempted_at``: job id -> when it was preempted before, over all attempts (kept whether
-  or not the set is enabled: quotas read it for the thrash cap).
+  or not the set is enabled: quotas read it for the thrash cap);
+* ``attained``: job id -> GPU-seconds it held in its earlier (evicted) attempts, and
+  ``worked``: job id -> seconds of its work those attempts' checkpoints kept: what an order by
+  attained service (Tiresias' LAS) or by remaining work (SRTF) reads for a requeued job.
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ class RunningSet:
         self.evictable: dict[int, set[str]] = {}
         self.ended = 0
         self.preempted_at: dict[str, list[float]] = {}
+        self.attained: dict[str, float] = {}
+        self.worked: dict[str, float] = {}
+        self.version = 0
+        """Moves whenever a record is added or dropped (a cache of the records is stale)."""
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.records
@@ -90,11 +97,13 @@ class RunningSet:
         return r
 
     def add(self, r: Running) -> None:
+        self.version += 1
         self.records[r.job.id] = r
         if r.preemptible:
             self.evictable.setdefault(r.priority, set()).add(r.job.id)
 
     def drop(self, r: Running) -> None:
+        self.version += 1
         del self.records[r.job.id]
         if r.preemptible:
             self.evictable[r.priority].discard(r.job.id)
@@ -110,4 +119,18 @@ class RunningSet:
         """``r`` was evicted at ``now`` (its record was dropped by the what-if that chose
         it): its history grows by one."""
         self.ended += 1
-        self.preempted_at.setdefault(r.job.id, []).append(now)
+        jid = r.job.id
+        self.preempted_at.setdefault(jid, []).append(now)
+        held = r.placement.gpu_milli / 1000.0 * max(0.0, now - r.start)
+        self.attained[jid] = self.attained.get(jid, 0.0) + held
+        self.worked[jid] = self.worked.get(jid, 0.0) + r.kept(now)
+
+    def attained_gpu_s(self, r: Running, now: float) -> float:
+        """GPU-seconds ``r``'s job has held, over all its attempts, by ``now``."""
+        past = self.attained.get(r.job.id, 0.0)
+        return past + r.placement.gpu_milli / 1000.0 * max(0.0, now - r.start)
+
+    def work_done(self, r: Running, now: float) -> float:
+        """Seconds of ``r``'s work done by ``now``: what earlier attempts' checkpoints kept,
+        plus this attempt's running after its restart overhead."""
+        return self.worked.get(r.job.id, 0.0) + max(0.0, now - r.start - r.overhead)

@@ -57,6 +57,7 @@ from suanli.core.decisions import (
 from suanli.core.gang import no_capacity, place_job
 from suanli.core.lanes import Lane, Lanes
 from suanli.core.model import Job
+from suanli.core.policies.runtime_estimate import UserEstimate
 from suanli.core.running import Running, RunningSet
 from suanli.core.seams import (
     HELD,
@@ -67,6 +68,7 @@ from suanli.core.seams import (
     Placement,
     Preemptor,
     QueueOrder,
+    RuntimeEstimator,
 )
 from suanli.core.shapes import ShapeTable
 from suanli.core.view import ClusterView, TaskPlacement
@@ -76,7 +78,8 @@ class Scheduler:
     """Pending queue plus the scheduling cycle over one ``ClusterView`` (see the module).
 
     ``admissions`` are checked in order (a job blocked by two is told of the first);
-    ``backfill`` None: plain skip-ahead; ``preemptor`` None: never evict a running job. Each
+    ``backfill`` None: plain skip-ahead; ``preemptor`` None: never evict a running job;
+    ``runtime``: the runtime estimator (default: the users' estimates). Each
     plugin is bound to this scheduler here, once: build a scheduler per run
     (``suanli.core.builder.build`` makes one from a policy set and its configuration)."""
 
@@ -91,8 +94,13 @@ class Scheduler:
         admissions: Sequence[Admission] = (),
         backfill: Backfill | None = None,
         preemptor: Preemptor | None = None,
+        runtime: RuntimeEstimator | None = None,
     ) -> None:
         self.view = view
+        self.runtime: RuntimeEstimator = runtime if runtime is not None else UserEstimate()
+        """How long jobs are expected to run: what the backfill plans with and a predictive
+        order sorts by (one estimator per scheduler, so both see the same figures)."""
+        self._learns = getattr(self.runtime, "learn", None)
         self.order = order
         self.placement = placement
         self.strict = strict
@@ -356,6 +364,13 @@ class Scheduler:
                 self.backfill.ended(job_id)
         for ledger in self.ledgers:
             ledger.ended(job_id, at)
+
+    def learn(self, job: Job, runtime: float, at: float) -> None:
+        """``job`` ended at ``at`` after running ``runtime`` seconds (at effective speed 1):
+        a runtime predictor learns it (``seams.Predictor``; others ignore it). Told only at a
+        job's end, so a predictor never knows a runtime before the job has ended."""
+        if self._learns is not None:
+            self._learns(job, runtime, at)
 
     # ---------------------------------------------------------------- the cycle
     def cycle(self, rng: np.random.Generator, now: float = 0.0) -> list[Decision]:

@@ -77,8 +77,9 @@ class Handle(Protocol):
 
     Read: ``now`` (the cycle's time), ``view`` (free capacity, with every admission of this
     cycle already assumed), ``ctx``, the ``placement`` policy, the ``table`` of shapes, the
-    pending ``lanes``, the ``running`` set and the ``ledgers`` (a preemptor's what-if
-    suspends and resumes a job in each). Act: put a lane's head in line (``activate``),
+    pending ``lanes``, the ``running`` set, the ``ledgers`` (a preemptor's what-if
+    suspends and resumes a job in each), the queue ``order`` and the ``runtime`` estimator
+    (the one the backfill plans with). Act: put a lane's head in line (``activate``),
     park a lane with a reason (``block``) and let it go again (``unblock``), ask for a cycle at
     a later time (``retry_at``), try to start a job (``try_start``, preempting if the rules
     allow; ``place``, never), and record an eviction a preemptor decided (``evicted``).
@@ -91,6 +92,8 @@ class Handle(Protocol):
     lanes: Lanes
     running: RunningSet
     ledgers: tuple[Ledger, ...]
+    order: QueueOrder
+    runtime: RuntimeEstimator
 
     @property
     def now(self) -> float: ...
@@ -300,9 +303,43 @@ class Preemptor(Protocol):
 class RuntimeEstimator(Protocol):
     """How long a job is expected to run, in seconds at effective speed 1 with all its tasks
     (``ClusterView.node_speed``: on the workload's native GPUs, or V100-class under the
-    reference basis; ``suanli.core.speed``). Plans do not scale it by the placement's speed."""
+    reference basis; ``suanli.core.speed``). Plans do not scale it by the placement's speed.
+
+    ``duration`` is the figure plans use (a predictor's planning quantile, ``PLAN_Q`` unless
+    configured). A predictor (``Predictor``) also answers for any quantile and learns from
+    jobs as they end."""
 
     def duration(self, job: Job) -> float: ...
+
+
+class Predictor(RuntimeEstimator, Protocol):
+    """A runtime estimator that learns (``runtime/history``, ``runtime/learned``).
+
+    Honest by construction: it knows a job's runtime only once ``learn`` tells it, which the
+    simulator does at the job's end and the control plane when it records the end, so at any
+    instant it has seen only jobs that had ended by then. ``quantile(job, q)`` is the
+    ``q``-quantile of the job's runtime as predicted from what it has seen, non-decreasing in
+    ``q``; ``duration`` is ``quantile(job, plan_q)``."""
+
+    plan_q: float
+
+    def quantile(self, job: Job, q: float) -> float: ...
+
+    def learn(self, job: Job, runtime: float, at: float) -> None:
+        """``job`` ended at ``at`` after running ``runtime`` seconds (at effective speed 1)."""
+
+
+PLAN_Q = 0.9
+"""The quantile of a prediction that plans (reservations, backfill windows) use by default:
+a backfilled job planned at its P90 rarely delays a reservation, and a reservation planned on
+P90 ends of running jobs is rarely early."""
+
+
+def expected(runtime: RuntimeEstimator, job: Job) -> float:
+    """The median runtime of ``job`` where ``runtime`` predicts quantiles, else its
+    ``duration``: what an order by predicted length sorts on."""
+    q = getattr(runtime, "quantile", None)
+    return float(q(job, 0.5)) if q is not None else runtime.duration(job)
 
 
 # --------------------------------------------------------------------------------------------

@@ -209,12 +209,15 @@ class _Replay:
         """Job ``i``'s attempt ended at ``t`` (its finish event)."""
         p = self.running.pop(i)
         del self.attempt_seq[i]
-        self.sched.release(p, self.jobs[i].id, t)
+        job = self.jobs[i]
+        self.sched.release(p, job.id, t)
+        # Its runtime is known now, and only now: a runtime predictor learns it at its end.
+        self.sched.learn(job, job.runtime, t)
         self.finish[i] = t
         self.held_s[i] += t - self.attempt_start[i]
         self.log.add(i, self.attempt_start[i], t, p, FINISHED)
         if self.explaining:
-            self.notes.note(self.jobs[i].id, t, "finished")
+            self.notes.note(job.id, t, "finished")
         self.busy_milli -= p.gpu_milli * self.util[i]
 
     def admit(self, d: Admit, t: float) -> None:
@@ -316,6 +319,9 @@ def _run(
         preemption.restart_overhead if preemption is not None else 0.0,
     )
     submit = [j.submit for j in jobs]
+    quantile = getattr(sched.runtime, "quantile", None)
+    p50 = np.full(n, np.nan)
+    p90 = np.full(n, np.nan)
     explaining = rep.explaining
     finish_heap = rep.finish_heap
     attempt_seq = rep.attempt_seq
@@ -350,6 +356,10 @@ def _run(
             rep.finished(i, t)
         while nxt < n and submit[nxt] == t:
             told = sched.submit(jobs[nxt], t)
+            if quantile is not None:
+                # What the predictor says at submission: it has learned only jobs ended by t.
+                p50[nxt] = quantile(jobs[nxt], 0.5)
+                p90[nxt] = quantile(jobs[nxt], 0.9)
             if explaining:
                 notes.submitted(jobs[nxt].id, t)
             if told is not None:
@@ -390,6 +400,8 @@ def _run(
         log.add(i, rep.attempt_start[i], max(stop, rep.attempt_start[i]), p, RUNNING)
     rec.attempts, rec.use = log.arrays()
     rec.waited = rep.waited
+    if quantile is not None:
+        rec.predicted = (p50, p90)
     rec.budget = rep.budget_notes
     if preemption is not None:
         rec.preemptions = np.array(rep.preempted, dtype=np.int64)

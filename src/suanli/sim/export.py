@@ -67,6 +67,7 @@ JOB_COLUMNS = (
     "preemptions",
     "waited_for",
     "budget",
+    "outcome",
 )
 
 SERIES_COLUMNS = ("t", "gpu_allocation", "gpu_utilisation", "pending_jobs")
@@ -155,7 +156,9 @@ def job_columns(result: SimResult) -> dict[str, list[Any]]:
     """Per-job records as columns (``JOB_COLUMNS``), in the simulator's submit order.
 
     Times are float seconds, NaN where the event never happened; ``pending_reason`` is empty
-    for a job that is not left pending.
+    for a job that is not left pending. ``outcome`` is how the trace recorded the job ending
+    (``Job.outcome``: ``completed``, ``failed``, ``killed``; empty when not recorded), not what
+    happened in the simulation (that is ``finish`` and the attempts' ``outcome``).
     """
     rec = result.records
     values = (
@@ -175,6 +178,7 @@ def job_columns(result: SimResult) -> dict[str, list[Any]]:
         rec.preemptions.tolist() if rec.preemptions is not None else [0] * len(rec.ids),
         [str(rec.waited[i]) if i in rec.waited else "" for i in range(len(rec.ids))],
         [rec.budget.get(i, "") for i in range(len(rec.ids))],
+        result.job_outcome or [""] * len(rec.ids),
     )
     return dict(zip(JOB_COLUMNS, values, strict=True))
 

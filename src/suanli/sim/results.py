@@ -135,6 +135,9 @@ class JobRecords:
     """Job index -> the last reason it was given while pending (started jobs too)."""
     budget: dict[int, str] = field(default_factory=dict)
     """Job index -> what a budget did to it at submission (refused or demoted, and why)."""
+    predicted: tuple[np.ndarray, np.ndarray] | None = None
+    """The P50 and P90 of each job's runtime as the runtime predictor predicted them at its
+    submission (None: the estimator predicts no quantiles)."""
 
     @classmethod
     def empty(cls, jobs: Sequence[Job]) -> JobRecords:
@@ -197,6 +200,9 @@ class SimResult:
     explain: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     """Timelines of the jobs asked about (``simulate(..., explain=...)``)."""
     job_queue: list[str] = field(default_factory=list)
+    job_outcome: list[str] = field(default_factory=list)
+    """Per job (record order): how the trace recorded it ending (``Job.outcome``; ``""``: not
+    recorded). Empty for a result made without it."""
     job_gpu_util: np.ndarray | None = None
     job_storage_gb: np.ndarray | None = None
     job_network_gb: np.ndarray | None = None
@@ -458,6 +464,7 @@ def summarise(
         explain=explain or {},
         budget_alerts=budget_alerts or [],
         job_queue=[j.queue for j in jobs],
+        job_outcome=[j.outcome for j in jobs],
         job_gpu_util=util,
         job_storage_gb=np.fromiter((j.storage_gb for j in jobs), np.float64, len(jobs)),
         job_network_gb=np.fromiter((j.network_gb for j in jobs), np.float64, len(jobs)),

@@ -33,9 +33,19 @@ from suanli.traces.table import (
 )
 
 JOB_COLUMNS = ("u_id", "user", "gpu_num", "node_num", "interval", "run_time")
-"""Required columns of ``philly_data_training.csv`` (the others are not used)."""
+"""Required columns of ``philly_data_training.csv`` (``cpu_num`` and ``wall_time`` are not used)."""
 
-_Row = tuple[int, str, int, TaskRequest, float, float]  # u_id, user, tasks, task, interval, run
+STATUS_COLUMN = "new_status"
+"""The optional column of how each job ended (a file without it loads with outcomes ``""``)."""
+
+STATUS_OUTCOMES = {"pass": "completed", "failed": "failed", "killed": "killed"}
+"""``new_status`` (case-insensitive) -> ``Job.outcome``."""
+
+_STATUS_NAMES = "Pass, Failed or Killed"
+_EXPECTED_STATUS = f"expected {_STATUS_NAMES}"
+
+# u_id, user, tasks, task, interval, run, outcome
+_Row = tuple[int, str, int, TaskRequest, float, float, str]
 
 
 def load_philly_user_jobs(
@@ -59,7 +69,10 @@ def load_philly_user_jobs(
       ``cpu_num`` is 0 in every row, so the file records GPUs only) and, if ``gpu_models`` is
       given, one of those models;
     - ``user`` ``u<user>``, ``tenant`` ``philly/u<user>``, ``queue`` ``philly`` (the file has no
-      virtual cluster), ``priority_class`` as given.
+      virtual cluster), ``priority_class`` as given;
+    - ``outcome`` from ``new_status`` where the file has that column (``Pass`` -> ``completed``,
+      ``Failed`` -> ``failed``, ``Killed`` -> ``killed``, in any case; another value is a bad
+      row), else ``""``. A recorded fact only: the job still runs its ``run_time``.
 
     Bad rows raise ``TraceFormatError``, or with ``skip_bad_rows`` are counted in the returned
     list's ``skipped`` report.
@@ -71,6 +84,7 @@ def load_philly_user_jobs(
 
     def make(h: Header) -> RowParser[_Row]:
         i_id, i_user, i_gpus, i_nodes, i_gap, i_run = (h.index[c] for c in JOB_COLUMNS)
+        i_status = h.index.get(STATUS_COLUMN)
 
         def parse(row: list[str], line: int) -> _Row:
             uid = parse_int(row[i_id], "u_id", 0)
@@ -87,16 +101,19 @@ def load_philly_user_jobs(
             task = tasks_of.get(per)
             if task is None:
                 task = tasks_of[per] = task_for(per, cpu_milli_per_gpu, memory_mib_per_gpu, models)
-            return (uid, user, nodes, task, gap, run)
+            outcome = "" if i_status is None else _outcome(row[i_status])
+            return (uid, user, nodes, task, gap, run, outcome)
 
         return parse
 
     with paused_gc():
-        rows, skipped, _ = read_rows(path, JOB_COLUMNS, (), make, skip_bad_rows=skip_bad_rows)
+        rows, skipped, _ = read_rows(
+            path, JOB_COLUMNS, (STATUS_COLUMN,), make, skip_bad_rows=skip_bad_rows
+        )
         jobs: list[Job] = []
         t = 0.0
         width = max(5, len(str(max((r[0] for r in rows), default=0))))
-        for k, (uid, user, tasks, task, gap, run) in enumerate(rows):
+        for k, (uid, user, tasks, task, gap, run, outcome) in enumerate(rows):
             t = t + gap if k else 0.0
             jobs.append(
                 Job(
@@ -109,6 +126,17 @@ def load_philly_user_jobs(
                     queue="philly",
                     priority_class=priority_class,
                     user=f"u{user}",
+                    outcome=outcome,
                 )
             )
         return TraceJobs(jobs, skipped)
+
+
+def _outcome(text: str) -> str:
+    """``Job.outcome`` for a ``new_status`` cell, or RowError naming the column and the value."""
+    outcome = STATUS_OUTCOMES.get(text.strip().lower())
+    if outcome is None:
+        raise RowError(
+            f"{_EXPECTED_STATUS} (any case), got {text!r}", STATUS_COLUMN, _EXPECTED_STATUS
+        )
+    return outcome
