@@ -278,3 +278,31 @@ def test_simulate_budgets_need_prices(runner: CliRunner, tmp_path: Path) -> None
     budgets.write_text("currency: USD\nbudgets: []\n")
     result = run(runner, "simulate", *SMALL, "--budgets", str(budgets))
     assert result.exit_code != 0 and "--budgets: needs --prices FILE" in result.output
+
+
+def test_simulate_preemptive_las_and_srtf_by_their_order(runner: CliRunner) -> None:
+    args = ["--cluster", "2x8xV100", "--jobs", "300", "--load", "2", "--seed", "3", "--json"]
+    result = run(runner, "simulate", *args, "-p", "las+best-fit", "-p", "srtf+best-fit",
+                 "--preempt", "--preemption-policy", "by-order")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = {r["policy"]: r for r in json.loads(result.stdout)["results"]}
+    assert set(out) == {"las+best-fit", "srtf+best-fit"}
+    assert all(r["preemptions"] > 0 for r in out.values())
+    # An order that does not rank running jobs cannot preempt by its order: said, not ignored.
+    result = run(runner, "simulate", *args, "-p", "qssf@history+best-fit", "--preempt",
+                 "--preemption-policy", "by-order")  # fmt: skip
+    assert result.exit_code != 0 and "does not rank running jobs" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preempt", "--preemption-policy", "nope"], "unknown preemption policy 'nope'"),
+        (["--preemption-policy", "by-order"], "--preemption-policy: only with --preempt"),
+    ],
+)
+def test_simulate_preemption_policy_is_checked(
+    runner: CliRunner, args: list[str], message: str
+) -> None:
+    result = run(runner, "simulate", *SMALL, *args)
+    assert result.exit_code != 0 and message in result.output

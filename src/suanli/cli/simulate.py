@@ -40,6 +40,7 @@ from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet, check_feasible
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.preemption import PreemptionConfig
+from suanli.core.registry import UnknownPolicyError, check
 from suanli.core.seams import OrderContext
 from suanli.core.speed import REFERENCE, SpeedBasis
 from suanli.core.tenancy import TenancySpec
@@ -424,6 +425,15 @@ def simulate_command(
             "(minimum runtime 600 s, at most 3 preemptions a day per job; docs/tenancy.md).",
         ),
     ] = False,
+    preemption_policy: Annotated[
+        str,
+        typer.Option(
+            "--preemption-policy",
+            help="With --preempt: the preemption/... plugin that chooses victims: "
+            "checkpoint-aware (priorities and quota reclaim) or by-order (the queue order's "
+            "own ranking of running jobs: queue/las, queue/srtf; docs/predict.md).",
+        ),
+    ] = "checkpoint-aware",
     skip_bad_rows: Annotated[
         bool,
         typer.Option(
@@ -594,6 +604,13 @@ def simulate_command(
         with user_errors():
             parse_duty(duty)
     measure = window_option(window, steady=trace is None)
+    if preemption_policy != "checkpoint-aware":
+        if not preempt:
+            fail("--preemption-policy: only with --preempt")
+        try:
+            check("preemption", preemption_policy)
+        except UnknownPolicyError as e:
+            fail(f"--preemption-policy: {e}")
     if not (math.isfinite(time_scale) and time_scale > 0):
         fail(f"--time-scale: must be a number > 0 (got {time_scale:g})")
     if time_scale != 1.0 and trace is None:
@@ -660,7 +677,7 @@ def simulate_command(
                     progress=bars,
                     tenancy=tenancy,
                     ctx=OrderContext(tenancy_config.priority_classes) if tenancy_config else None,
-                    preemption=PreemptionConfig() if preempt else None,
+                    preemption=PreemptionConfig(policy=preemption_policy) if preempt else None,
                     explain=explain or [],
                     budgets=make_book,
                     admission=tenancy_config.admission if tenancy_config else None,
