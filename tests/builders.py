@@ -246,3 +246,15 @@ def expected(spec: ClusterSpec, running: Iterable[TaskPlacement]) -> dict[str, o
         "free_mem": mem,
         "allocated_milli": allocated,
     }
+
+
+class Spy:
+    """A job whose true runtime may not be read: every other field is the job's."""
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+
+    def __getattr__(self, name: str) -> object:
+        if name == "runtime":
+            raise AssertionError("the predictor read job.runtime (the oracle)")
+        return getattr(self._job, name)

@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from builders import Spy
 from suanli.core.model import Job, SpecError, TaskRequest
 from suanli.core.registry import create
 from suanli.core.seams import PLAN_Q, expected
@@ -40,18 +41,6 @@ def taught(jobs: list[tuple[Job, float]], **options: object) -> HistoryPredictor
     for i, (j, rt) in enumerate(jobs):
         p.learn(j, rt, at=float(i))
     return p
-
-
-class Spy:
-    """A job whose true runtime may not be read: every other field is the job's."""
-
-    def __init__(self, job: Job) -> None:
-        self._job = job
-
-    def __getattr__(self, name: str) -> object:
-        if name == "runtime":
-            raise AssertionError("the predictor read job.runtime (the oracle)")
-        return getattr(self._job, name)
 
 
 def random_jobs(n: int, seed: int) -> list[tuple[Job, float]]:

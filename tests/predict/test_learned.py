@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from builders import Spy
 from suanli.core.model import Job, SpecError, TaskRequest
 from suanli.core.registry import create
 from suanli.core.seams import PLAN_Q, expected
@@ -67,18 +68,6 @@ def trace(n: int, seed: int = 0, users: int = 30, gap: float = 600.0) -> list[Jo
 def teach(p: LearnedPredictor | HistoryPredictor, jobs: list[Job], ask: bool = True) -> None:
     """Each job asked at its submission (if ``ask``), learned at submit + runtime."""
     replay(p, jobs, (0.5,) if ask else ())
-
-
-class Spy:
-    """A job whose true runtime may not be read: every other field is the job's."""
-
-    def __init__(self, job: Job) -> None:
-        self._job = job
-
-    def __getattr__(self, name: str) -> object:
-        if name == "runtime":
-            raise AssertionError("the predictor read job.runtime (the oracle)")
-        return getattr(self._job, name)
 
 
 # --------------------------------------------------------------------------------------------
