@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -53,3 +54,26 @@ def philly_billed(traces: Path) -> tuple[Path, dict[str, Any]]:
                                "--json"])  # fmt: skip
     assert bill.exit_code == 0, bill.output
     return out, json.loads(bill.stdout)
+
+
+GPW_HEADER = "u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status"
+
+
+def write_gpw(folder: Path, jobs: int = 240, seed: int = 7) -> Path:
+    """A Gen-Parallel-Workloads training CSV of ``jobs`` jobs of six users (their runtimes
+    differ by user, so that history predicts something) and the 32-GPU Philly machine list
+    beside it (read from there rather than the trace directory)."""
+    rng = np.random.default_rng(seed)
+    rows = [GPW_HEADER]
+    for i in range(jobs):
+        gpus = int(rng.choice([1, 1, 1, 2, 4, 8, 16]))
+        user = int(rng.integers(0, 6))
+        run = int(max(30, rng.lognormal(7 + 0.4 * user, 1.0)))
+        gap = int(rng.exponential(400)) if i else 0
+        rows.append(f"{i},{user},{gpus},0,{2 if gpus == 16 else 1},{gap},{run},0,Pass")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "training.csv"
+    path.write_text("\n".join(rows) + "\n")
+    machines = ["machineId, number of GPUs, single GPU mem"] + [f"m{i},8, 24GB" for i in range(4)]
+    (folder / "cluster_machine_list.csv").write_text("\n".join(machines) + "\n")
+    return path

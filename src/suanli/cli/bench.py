@@ -39,6 +39,7 @@ from suanli.bench.variants import (
     write_variant_lists,
 )
 from suanli.cli.errors import fail, user_errors
+from suanli.cli.options import TraceDirOption, WorkersOption
 from suanli.core.registry import create
 from suanli.sim.spread import SpreadError, check_address, where
 from suanli.traces import find_trace_dir
@@ -106,19 +107,12 @@ def fgd_command(
     order: Annotated[
         str, typer.Option(help="Pod order: shuffle (per seed, as the paper's runs) or trace.")
     ] = "shuffle",
-    trace_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder of the public traces (default: $SUANLI_TRACE_DIR or ../shared/traces)."
-        ),  # fmt: skip
-    ] = None,
+    trace_dir: TraceDirOption = None,
     published: Annotated[
         Path | None,
         typer.Option(help=f"Published medians CSV (default: <trace dir>/openb/{PUBLISHED_FILE})."),
     ] = None,
-    workers: Annotated[
-        int, typer.Option(help="Processes to run replays on (default: every CPU core).")
-    ] = 0,
+    workers: WorkersOption = 0,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -358,3 +352,12 @@ def _register_utilisation() -> None:
 
 
 _register_utilisation()
+
+
+def _register_predict() -> None:
+    from suanli.cli.bench_predict import predict_command
+
+    bench_app.command("predict")(predict_command)
+
+
+_register_predict()

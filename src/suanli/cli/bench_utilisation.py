@@ -15,6 +15,7 @@ from rich.table import Table
 
 from suanli.bench.utilisation import Report, describe, run_scenario
 from suanli.cli.errors import fail, user_errors
+from suanli.cli.options import TraceDirOption
 from suanli.traces import find_trace_dir
 
 
@@ -90,12 +91,7 @@ def utilisation_command(
             "full days later (0: the first full week, as fixed)."
         ),
     ] = 0,
-    trace_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder of the public traces (default: $SUANLI_TRACE_DIR or ../shared/traces)."
-        ),  # fmt: skip
-    ] = None,
+    trace_dir: TraceDirOption = None,
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Write a PNG of the week (first seed).")
     ] = None,

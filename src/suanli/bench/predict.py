@@ -1,0 +1,599 @@
+"""``suanli bench predict``: runtime-predictive queue orders against FIFO, LAS and the oracles.
+
+The sweep (``docs/predict.md``, "The benchmark"):
+
+- **Policies** (``POLICIES``): FIFO, Tiresias' 2D-LAS (preemptive), QSSF on the
+  ``runtime/history`` and ``runtime/learned`` estimators, and the two oracle references
+  (SJF on true GPU-time, non-preemptive; SRTF, preemptive), each without and with EASY
+  backfill planning with the policy's own estimator (at its planning quantile, P90). LAS and
+  SRTF run with ``preemption/by-order`` (``PreemptionConfig`` defaults otherwise). Every job
+  gets a checkpoint every 1,800 s (``with_checkpoints``) in every run, so preemptive and
+  non-preemptive runs see the same jobs.
+- **Load** (:func:`find_time_scale`): each trace is replayed on its own hardware
+  (``speed_basis=trace.basis``) at the arrival time scale ``s`` (every submit × ``s``) where
+  FIFO's mean wait is about the jobs' mean runtime (ratio in [0.9, 1.1]), so the queue is
+  never empty and no ratio is tuned by choosing the load. The search is a bisection on
+  ``log s`` (the split point interpolated where both ends' ratios are known), at most ten
+  FIFO runs; the FIFO run at the chosen scale is FIFO's row.
+- **Columns** (:class:`Row`): mean and P99 JCT; mean and P99 queueing delay, defined as JCT
+  minus the time the job held GPUs over all its attempts (``finish - submit - held_s``: for a
+  non-preemptive run the wait before its start, for a preemptive one also the time spent
+  requeued); mean wait (first start − submit); GPU allocation; preemptions; where the run has
+  predictions at submission (``records.predicted``), the estimator's accuracy: MAE of the P50
+  (seconds), median absolute relative error of the P50, coverage of the P90; wall seconds.
+- **Targets** (:func:`verdict`), on Philly's traces: the best (least mean JCT)
+  non-preemptive predictive row (QSSF on history or learned, with or without backfill) has a
+  mean JCT at most 1.08 × SJF-oracle's and at most 0.8 × LAS's, and a mean queueing delay at
+  most 0.14 × FIFO's, each against the row with the same backfill setting.
+
+Replays spread over processes (``suanli.sim.spread``); each is a deterministic function of
+its trace, scale and policy set, so the numbers do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from suanli.core.builder import PolicySet
+from suanli.core.model import ClusterSpec, Job
+from suanli.core.preemption import PreemptionConfig
+from suanli.core.registry import create
+from suanli.core.speed import SpeedBasis
+from suanli.predict.accuracy import accuracy
+from suanli.sim.engine import simulate
+from suanli.sim.spread import spread_map
+from suanli.traces.catalogue import ITP_VARIANTS, LoadedTrace, resolve_trace
+from suanli.workload.priorities import with_checkpoints
+
+POLICIES = (
+    "fifo+best-fit",
+    "fifo/easy@history+best-fit",
+    "las+best-fit",
+    "las/easy@history+best-fit",
+    "qssf@history+best-fit",
+    "qssf@history/easy+best-fit",
+    "qssf@learned+best-fit",
+    "qssf@learned/easy+best-fit",
+    "sjf-gpu@oracle+best-fit",
+    "sjf-gpu/easy-oracle+best-fit",
+    "srtf@oracle+best-fit",
+    "srtf/easy-oracle+best-fit",
+)
+"""The policy sets of the sweep, each without and with EASY backfill."""
+
+FIFO = "fifo+best-fit"
+"""The policy set the load rule is measured with."""
+
+
+def preemptive(queue: str) -> bool:
+    """Whether queue order ``queue`` ranks running jobs too (``preemption/by-order``'s
+    contract: LAS, SRTF), and so runs preemptive."""
+    order = create("queue", queue)
+    return all(hasattr(order, m) for m in ("running_key", "line", "levels", "first_pass"))
+
+
+PREDICTIVE = frozenset({"history", "learned"})
+"""The runtime estimators of the rows the targets are about."""
+
+ITP_TRACES = tuple(f"itp:{v}" for v in ITP_VARIANTS)
+DEFAULT_TRACES = ("philly", "philly-users", *ITP_TRACES)
+TARGET_KINDS = frozenset({"philly", "philly-users"})
+"""Trace families the targets are computed for (by name or as a CSV of that kind)."""
+
+BAND = (0.9, 1.1)
+"""FIFO's mean wait / mean runtime the load rule accepts."""
+BRACKET = (1 / 64, 4.0)
+"""Arrival time scales the search starts between (widened by 16× a side where needed)."""
+MAX_FIFO_RUNS = 10
+TRACE_BUDGET_S = 120.0
+"""The wall time a trace's whole sweep (search and replays) should stay within."""
+
+SJF_FACTOR = 1.08
+LAS_FACTOR = 0.8
+FIFO_QUEUE_FACTOR = 0.14
+
+
+def preemption_for(policy: PolicySet) -> PreemptionConfig | None:
+    """``preemption/by-order`` for the preemptive orders (LAS, SRTF), else none."""
+    return PreemptionConfig(policy="by-order") if preemptive(policy.queue) else None
+
+
+def parse_policies(texts: Sequence[str]) -> list[PolicySet]:
+    """The policy sets (``SpecError`` for one that does not parse or names no plugin)."""
+    out = []
+    for t in texts:
+        p = PolicySet.parse(t)
+        p.check()
+        out.append(p)
+    return out
+
+
+# --- one replay ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One (trace, policy set) replay. Times in seconds; NaN: not measured (no predictions,
+    nothing finished)."""
+
+    trace: str
+    policy: str
+    queue: str
+    backfill: str
+    runtime: str
+    preemptive: bool
+    scale: float
+    jobs: int
+    finished: int
+    jct_mean: float
+    jct_p99: float
+    queue_mean: float
+    queue_p99: float
+    wait_mean: float
+    allocation: float
+    preemptions: int
+    mae_s: float = math.nan
+    median_rel_error: float = math.nan
+    coverage_p90: float = math.nan
+    wall_s: float = 0.0
+
+    @property
+    def predicted(self) -> bool:
+        return not math.isnan(self.mae_s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: _num(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A row and the per-job samples it was made of (for pooling clusters; not in JSON)."""
+
+    row: Row
+    jct: np.ndarray
+    queue: np.ndarray
+    wait: np.ndarray
+    abs_err: np.ndarray | None
+    rel_err: np.ndarray | None
+    covered: np.ndarray | None
+    capacity_s: float
+    """GPUs × the length of the allocation's window (to pool allocations exactly)."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A trace ready to replay at one time scale: submit-sorted, checkpointed jobs."""
+
+    spec: str
+    cluster: ClusterSpec
+    basis: SpeedBasis
+    jobs: list[Job]
+    scale: float
+    runtime: dict[str, float]
+
+
+def prepare(trace: LoadedTrace, scale: float, jobs: Sequence[Job] | None = None) -> Prepared:
+    """``trace``'s jobs (or ``jobs``) checkpointed every 1,800 s, arrivals × ``scale``, in the
+    simulator's (submit, id) order."""
+    base = with_checkpoints(trace.jobs if jobs is None else jobs)
+    scaled = [j if scale == 1.0 else _scaled(j, scale) for j in base]
+    scaled.sort(key=lambda j: (j.submit, j.id))
+    return Prepared(trace.spec, trace.cluster, trace.basis, scaled, scale,
+                    {j.id: j.runtime for j in scaled})  # fmt: skip
+
+
+def _scaled(job: Job, scale: float) -> Job:
+    from dataclasses import replace
+
+    return replace(job, submit=job.submit * scale)
+
+
+def replay(p: Prepared, policy: str) -> Replay:
+    """One replay of ``p`` under ``policy`` and its row."""
+    ps = PolicySet.parse(policy)
+    t0 = time.perf_counter()
+    r = simulate(p.cluster, p.jobs, ps, preemption=preemption_for(ps), speed_basis=p.basis)
+    rec = r.records
+    true = np.fromiter((p.runtime[i] for i in rec.ids), np.float64, len(rec.ids))
+    jct = rec.finish - rec.submit
+    held = rec.held_s if rec.held_s is not None else rec.finish - rec.start
+    queue = jct - held
+    wait = rec.start - rec.submit
+    abs_err = rel_err = covered = None
+    mae = mre = cov = math.nan
+    if rec.predicted is not None:
+        p50, p90 = (np.asarray(a, np.float64) for a in rec.predicted)
+        ok = np.isfinite(p50) & np.isfinite(p90)
+        if ok.any():
+            acc = accuracy(true[ok], {0.5: p50[ok], 0.9: p90[ok]})
+            mae, mre, cov = acc.mae, acc.median_rel_error, acc.coverage[0.9]
+            abs_err = np.abs(p50[ok] - true[ok])
+            rel_err = abs_err / np.maximum(true[ok], 1.0)
+            covered = true[ok] <= p90[ok]
+    finished = ~np.isnan(rec.finish)
+    qf = queue[finished]
+    row = Row(
+        trace=p.spec,
+        policy=ps.label,
+        queue=ps.queue,
+        backfill=ps.backfill,
+        runtime=ps.runtime,
+        preemptive=preemptive(ps.queue),
+        scale=p.scale,
+        jobs=len(rec.ids),
+        finished=int(finished.sum()),
+        jct_mean=r.jct_run.mean if r.jct_run is not None else r.jct.mean,
+        jct_p99=r.jct_run.p99 if r.jct_run is not None else r.jct.p99,
+        queue_mean=float(qf.mean()) if len(qf) else math.nan,
+        queue_p99=float(np.percentile(qf, 99)) if len(qf) else math.nan,
+        wait_mean=float(np.nanmean(wait)) if (~np.isnan(wait)).any() else math.nan,
+        allocation=r.gpu_allocation,
+        preemptions=r.preemptions,
+        mae_s=mae,
+        median_rel_error=mre,
+        coverage_p90=cov,
+        wall_s=time.perf_counter() - t0,
+    )
+    span = r.window[1] - r.window[0]
+    return Replay(row, jct[finished], qf, wait[~np.isnan(wait)], abs_err, rel_err, covered,
+                  r.total_gpus * span)  # fmt: skip
+
+
+def run_one(p: Prepared, policy: str) -> Replay:
+    """One replay, wherever ``spread_map`` runs it."""
+    return replay(p, policy)
+
+
+# --- the load rule ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimeScale:
+    """What the load rule found: the scale, FIFO's mean wait / mean runtime there, every
+    (scale, ratio) tried in order, and whether the ratio is inside ``BAND``."""
+
+    scale: float
+    ratio: float
+    mean_runtime_s: float
+    tried: tuple[tuple[float, float], ...]
+    converged: bool
+    fifo: Replay | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scale": self.scale,
+            "ratio": _num(self.ratio),
+            "mean_runtime_s": self.mean_runtime_s,
+            "converged": self.converged,
+            "fifo_runs": [{"scale": s, "ratio": _num(r)} for s, r in self.tried],
+        }
+
+    def line(self) -> str:
+        note = "" if self.converged else (
+            f" (did not converge into [{BAND[0]:g}, {BAND[1]:g}] in {len(self.tried)} FIFO "
+            "runs: the closest taken)"
+        )  # fmt: skip
+        return (
+            f"time scale {self.scale:.4g} (arrivals × {self.scale:.4g}): FIFO mean wait / mean "
+            f"runtime {self.ratio:.3f} (mean runtime {self.mean_runtime_s / 3600:.2f} h; "
+            f"{len(self.tried)} FIFO runs){note}"
+        )
+
+
+def _fifo_ratio(trace: LoadedTrace, jobs: Sequence[Job], scale: float) -> tuple[float, Replay]:
+    rp = replay(prepare(trace, scale, jobs), FIFO)
+    mean_rt = float(np.mean([j.runtime for j in jobs]))
+    return rp.row.wait_mean / mean_rt if mean_rt > 0 else math.nan, rp
+
+
+def find_time_scale(
+    trace: LoadedTrace,
+    jobs: Sequence[Job] | None = None,
+    *,
+    band: tuple[float, float] = BAND,
+    bracket: tuple[float, float] = BRACKET,
+    max_runs: int = MAX_FIFO_RUNS,
+    evaluate: Callable[[float], tuple[float, Replay | None]] | None = None,
+) -> TimeScale:
+    """The arrival time scale at which FIFO's mean wait is about the mean runtime.
+
+    Bisection on ``log s`` inside ``bracket`` (FIFO's wait falls as arrivals spread out):
+    the first split is the bracket's geometric middle; once both ends' ratios are known and
+    positive the split is interpolated linearly in (log s, log ratio), kept within the
+    middle 80% of the bracket, and every second step after keeping the same end is a plain
+    halving. An end never run is run once the bracket is within a factor 2 of it, and the
+    bracket is widened 16× past an end whose ratio is on the wrong side. Stops at a ratio in
+    ``band`` or after ``max_runs`` FIFO runs (then the closest in log ratio is taken).
+    ``evaluate`` (scale -> (ratio, replay)) replaces the FIFO runs, for tests."""
+    jobs = list(trace.jobs if jobs is None else jobs)
+    mean_rt = float(np.mean([j.runtime for j in jobs])) if jobs else math.nan
+    run = evaluate or (lambda s: _fifo_ratio(trace, jobs, s))
+    lo_b, hi_b = band
+    a, b = math.log(bracket[0]), math.log(bracket[1])
+    ra: float | None = None  # ratio at a (should be > band: too much waiting)
+    rb: float | None = None  # ratio at b (should be < band)
+    tried: list[tuple[float, float, Replay | None]] = []
+    kept: list[str] = []
+
+    def pick() -> float:
+        if ra is None and b - a <= math.log(2):
+            return a
+        if rb is None and b - a <= math.log(2):
+            return b
+        mid = (a + b) / 2
+        if ra is None or rb is None or ra <= 0 or rb <= 0 or not math.isfinite(ra + rb):
+            return mid
+        if len(kept) >= 2 and kept[-1] == kept[-2]:
+            return mid
+        la, lb = math.log(ra), math.log(rb)
+        if la == lb:
+            return mid
+        x = a + (b - a) * la / (la - lb)
+        w = b - a
+        return min(max(x, a + 0.1 * w), b - 0.1 * w)
+
+    while len(tried) < max_runs:
+        x = pick()
+        ratio, rp = run(math.exp(x))
+        tried.append((math.exp(x), ratio, rp))
+        if lo_b <= ratio <= hi_b:
+            break
+        if ratio > hi_b:  # too much waiting: spread arrivals more
+            if x >= b:  # the high end is still too loaded: widen
+                a, ra = b, ratio
+                b, rb = b + math.log(16), None
+            else:
+                a, ra = x, ratio
+            kept.append("b")
+        else:
+            if x <= a:
+                b, rb = a, ratio
+                a, ra = a - math.log(16), None
+            else:
+                b, rb = x, ratio
+            kept.append("a")
+
+    def distance(t: tuple[float, float, Replay | None]) -> float:
+        r = t[1]
+        return abs(math.log(r)) if r > 0 and math.isfinite(r) else math.inf
+
+    best = min(tried, key=lambda t: (distance(t), abs(t[1] - 1)))
+    return TimeScale(
+        scale=best[0],
+        ratio=best[1],
+        mean_runtime_s=mean_rt,
+        tried=tuple((s, r) for s, r, _ in tried),
+        converged=lo_b <= best[1] <= hi_b,
+        fifo=best[2],
+    )
+
+
+# --- targets -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One target: ``value`` = the best row's figure / the reference's, against ``limit``."""
+
+    what: str
+    reference: str
+    ratio: float
+    limit: float
+
+    @property
+    def met(self) -> bool:
+        """At most the limit (NaN, 0/0 with nothing to compare, is not met)."""
+        return self.ratio <= self.limit
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.what, "reference": self.reference, "ratio": _num(self.ratio),
+                "limit": self.limit, "met": self.met}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The targets of one trace: the best non-preemptive predictive row and its ratios.
+    ``missing``: references the sweep did not run (their targets are not judged)."""
+
+    best: str
+    backfill: str
+    targets: tuple[Target, ...]
+    missing: tuple[str, ...] = ()
+
+    @property
+    def met(self) -> bool:
+        return bool(self.targets) and all(t.met for t in self.targets) and not self.missing
+
+    def to_json(self) -> dict[str, Any]:
+        return {"best": self.best, "backfill": self.backfill, "met": self.met,
+                "targets": [t.to_json() for t in self.targets],
+                "missing": list(self.missing)}  # fmt: skip
+
+
+def verdict(rows: Sequence[Row]) -> Verdict | None:
+    """The targets on one trace's rows; None without a non-preemptive predictive row.
+
+    Best: the least mean JCT among the non-preemptive rows whose estimator is ``history`` or
+    ``learned`` (QSSF's). Against the rows with its backfill setting: mean JCT ≤ 1.08 ×
+    SJF-oracle's (``sjf-gpu``) and ≤ 0.8 × LAS's; mean queueing delay ≤ 0.14 × FIFO's."""
+    cands = [r for r in rows if not r.preemptive and r.queue == "qssf" and r.runtime in PREDICTIVE
+             and not math.isnan(r.jct_mean)]  # fmt: skip
+    if not cands:
+        return None
+    best = min(cands, key=lambda r: r.jct_mean)
+
+    def ref(queue: str) -> Row | None:
+        for r in rows:
+            if r.queue == queue and r.backfill == best.backfill:
+                return r
+        return None
+
+    targets, missing = [], []
+    for queue, what, factor, attr in (
+        ("sjf-gpu", "mean JCT vs SJF-oracle", SJF_FACTOR, "jct_mean"),
+        ("las", "mean JCT vs LAS", LAS_FACTOR, "jct_mean"),
+        ("fifo", "mean queueing delay vs FIFO", FIFO_QUEUE_FACTOR, "queue_mean"),
+    ):
+        r = ref(queue)
+        if r is None:
+            missing.append(
+                f"{queue} ({'no backfill' if best.backfill == 'none' else best.backfill})"
+            )
+            continue
+        num, den = getattr(best, attr), getattr(r, attr)
+        ratio = num / den if den > 0 else (math.nan if num == 0 else math.inf)
+        targets.append(Target(what, r.policy, ratio, factor))
+    return Verdict(best.policy, best.backfill, tuple(targets), tuple(missing))
+
+
+# --- a trace's sweep -------------------------------------------------------------------------
+
+
+@dataclass
+class TraceResult:
+    """One trace's sweep: its load, its rows (policy order), its verdict and its wall time."""
+
+    spec: str
+    kind: str
+    jobs: int
+    gpus: int
+    time_scale: TimeScale
+    replays: list[Replay]
+    verdict: Verdict | None
+    wall_s: float
+    search_s: float = 0.0
+    workers: int = 1
+    cut: int | None = None
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r.row for r in self.replays]
+
+    @property
+    def over_budget(self) -> bool:
+        return self.wall_s > TRACE_BUDGET_S
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace": self.spec,
+            "kind": self.kind,
+            "jobs": self.jobs,
+            "cut_to_first_jobs": self.cut,
+            "gpus": self.gpus,
+            "time_scale": self.time_scale.to_json(),
+            "rows": [r.to_json() for r in self.rows],
+            "verdict": self.verdict.to_json() if self.verdict is not None else None,
+            "wall_s": self.wall_s,
+            "search_s": self.search_s,
+            "replay_s": sum(r.wall_s for r in self.rows),
+            "workers": self.workers,
+            "within_budget": not self.over_budget,
+        }
+
+
+def load(
+    spec: str, trace_dir: str | Path | None = None, first: int | None = None
+) -> tuple[LoadedTrace, list[Job]]:
+    """The trace and its jobs in submission order, cut to the first ``first`` if given."""
+    trace = resolve_trace(spec, trace_dir)
+    jobs = sorted(trace.jobs, key=lambda j: (j.submit, j.id))
+    if first is not None:
+        jobs = jobs[:first]
+    return trace, jobs
+
+
+def run_trace(
+    spec: str,
+    policies: Sequence[str] = POLICIES,
+    *,
+    trace_dir: str | Path | None = None,
+    first: int | None = None,
+    workers: int = 1,
+    loaded: tuple[LoadedTrace, list[Job]] | None = None,
+) -> TraceResult:
+    """The load rule, then every policy set on ``spec`` at the scale found (FIFO's row is
+    the search's run at that scale), spread over ``workers`` processes."""
+    t0 = time.perf_counter()
+    trace, jobs = loaded if loaded is not None else load(spec, trace_dir, first)
+    ts = find_time_scale(trace, jobs)
+    search_s = time.perf_counter() - t0
+    labels = [PolicySet.parse(p).label for p in policies]
+    todo = [p for p, lab in zip(policies, labels, strict=True) if lab != FIFO or ts.fifo is None]
+    prepared = prepare(trace, ts.scale, jobs)
+    # Longest first (the preemptive orders), so that the pool's last replays are short ones.
+    order = sorted(range(len(todo)), key=lambda i: not preemptive(PolicySet.parse(todo[i]).queue))
+    done = spread_map(run_one, [todo[i] for i in order], prepared, workers=workers)
+    by_label = {r.row.policy: r for r in done}
+    if ts.fifo is not None:
+        by_label.setdefault(FIFO, ts.fifo)
+    replays = [by_label[lab] for lab in labels]
+    return TraceResult(
+        spec=trace.spec,
+        kind=trace.kind,
+        jobs=len(jobs),
+        gpus=trace.cluster.total_gpus,
+        time_scale=TimeScale(ts.scale, ts.ratio, ts.mean_runtime_s, ts.tried, ts.converged),
+        replays=replays,
+        verdict=verdict([r.row for r in replays]) if trace.kind in TARGET_KINDS else None,
+        wall_s=time.perf_counter() - t0,
+        search_s=search_s,
+        workers=max(1, workers),
+        cut=first,
+    )
+
+
+# --- pooling clusters --------------------------------------------------------------------------
+
+
+def pooled(results: Sequence[TraceResult], name: str) -> list[Row]:
+    """One row per policy set over several traces (e.g. the ten ITP clusters), each replayed
+    at its own scale: job-weighted (the per-job samples pooled: means and P99 over all jobs,
+    accuracy over all predicted jobs), allocation weighted by each cluster's GPUs × window,
+    preemptions and wall seconds summed; ``scale`` NaN (one per cluster)."""
+    out = []
+    for i, first in enumerate(results[0].replays):
+        reps = [r.replays[i] for r in results]
+        jct = np.concatenate([r.jct for r in reps])
+        q = np.concatenate([r.queue for r in reps])
+        wait = np.concatenate([r.wait for r in reps])
+        cap = sum(r.capacity_s for r in reps)
+        alloc = sum(r.row.allocation * r.capacity_s for r in reps) / cap if cap > 0 else math.nan
+        pred = [r for r in reps if r.abs_err is not None]
+        mae = mre = cov = math.nan
+        if pred:
+            ae = np.concatenate([r.abs_err for r in pred])  # type: ignore[misc]
+            re = np.concatenate([r.rel_err for r in pred])  # type: ignore[misc]
+            cv = np.concatenate([r.covered for r in pred])  # type: ignore[misc]
+            mae, mre, cov = float(ae.mean()), float(np.median(re)), float(cv.mean())
+        row = first.row
+        out.append(Row(
+            trace=name, policy=row.policy, queue=row.queue, backfill=row.backfill,
+            runtime=row.runtime, preemptive=row.preemptive, scale=math.nan,
+            jobs=sum(r.row.jobs for r in reps), finished=sum(r.row.finished for r in reps),
+            jct_mean=_mean(jct), jct_p99=_p99(jct), queue_mean=_mean(q), queue_p99=_p99(q),
+            wait_mean=_mean(wait), allocation=alloc,
+            preemptions=sum(r.row.preemptions for r in reps), mae_s=mae,
+            median_rel_error=mre, coverage_p90=cov, wall_s=sum(r.row.wall_s for r in reps),
+        ))  # fmt: skip
+    return out
+
+
+def _mean(a: np.ndarray) -> float:
+    return float(a.mean()) if len(a) else math.nan
+
+
+def _p99(a: np.ndarray) -> float:
+    return float(np.percentile(a, 99)) if len(a) else math.nan
+
+
+def _num(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
