@@ -371,3 +371,28 @@ def test_a_decision_that_raises_fails_its_job_alone(store: Store) -> None:
     )
     assert [state(store, j) for j in (jobs[0], jobs[2])] == ["running", "running"]
     assert used(store) == 2000  # the failed job holds nothing
+
+
+def test_a_runtime_predictor_learns_each_ended_job_live(store: Store) -> None:
+    # The simulator tells a predictor each job's runtime at its end; the live loop does the
+    # same, with the run from launch to the recorded end, and only once the job has ended.
+    clock = Clock()
+    ctl, backend = make(store, clock, policy="qssf@history+best-fit")
+    ctl.recover()
+    t0 = clock.t
+    learned: list[tuple[float, float]] = []
+    real = ctl.sched.runtime.learn  # type: ignore[attr-defined]
+
+    def spy(job: Any, runtime: float, at: float) -> None:
+        learned.append((runtime, at))
+        real(job, runtime, at)
+
+    ctl.sched._learns = spy
+    a = submit(store, spec(40), clock.t)
+    b = submit(store, spec(500), clock.t)
+    ctl.step()
+    clock.t += 60
+    ctl.step()
+    assert state(store, a) == "succeeded" and state(store, b) == "running"
+    assert learned == [(pytest.approx(40, abs=1), pytest.approx(t0 + 40, abs=1))]
+    assert ctl.sched.runtime.learned == 1  # type: ignore[attr-defined]

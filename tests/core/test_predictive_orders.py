@@ -5,7 +5,6 @@ predictor of each end, never earlier."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -237,4 +236,3 @@ def test_a_queue_order_sees_the_estimator_the_backfill_plans_with() -> None:
     s = build(view, PolicySet.parse("qssf@oracle/easy+best-fit"), Setting())
     assert s.backfill is not None and s.backfill.runtime is s.runtime  # type: ignore[attr-defined]
     assert type(s.runtime).__name__ == "TrueRuntime"
-    assert dataclasses.is_dataclass(PolicySet)

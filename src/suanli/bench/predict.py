@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from suanli.core.builder import PolicySet
+from suanli.core.eviction_order import ranks_running
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import create
@@ -75,8 +76,7 @@ FIFO = "fifo+best-fit"
 def preemptive(queue: str) -> bool:
     """Whether queue order ``queue`` ranks running jobs too (``preemption/by-order``'s
     contract: LAS, SRTF), and so runs preemptive."""
-    order = create("queue", queue)
-    return all(hasattr(order, m) for m in ("running_key", "line", "levels", "first_pass"))
+    return ranks_running(create("queue", queue))
 
 
 PREDICTIVE = frozenset({"history", "learned"})

@@ -9,7 +9,9 @@ their tasks have (``Lifecycle``, a part of ``suanli.control.loop.Controller``).
 - **Endings** (``_task_exited``, ``_end``): an attempt is over when all its tasks are; a task
   that fails stops the rest of its gang; the outcome, exit code and reason are written with
   the job's new state, a lost attempt is requeued up to ``ControlConfig.max_lost`` times, and
-  the backend frees what it kept for the attempt.
+  the backend frees what it kept for the attempt. A job that ran to an end (succeeded,
+  failed, timed out) is learned by the scheduler's runtime predictor (``Scheduler.learn``),
+  as the simulator does at each end.
 """
 
 from __future__ import annotations
@@ -185,6 +187,10 @@ class Lifecycle:
             state, code = "failed", bad.exit_code
             reason = detail or (f"task {bad.handle.task}: {bad.detail}")
         text = detail or (first_bad.detail if first_bad is not None else "exit code 0")
+        if live.started_at is not None and exits:
+            # Its runtime is known now: a runtime predictor learns it (the run of its last
+            # attempt, from launch to its recorded end), never before the job has ended.
+            self.sched.learn(live.job, max(0.0, ended - live.started_at), ended)
         with self.store.begin() as conn:
             js.end_attempt(
                 conn, job_id, live.attempt, ms, outcome=outcome, exit_code=code, detail=text

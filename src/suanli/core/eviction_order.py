@@ -41,9 +41,6 @@ from suanli.core.view import ClusterView
 class RanksRunning(Protocol):
     """A queue order that also ranks running jobs (``queue/las``, ``queue/srtf``)."""
 
-    def running_key(self, r: Running, now: float) -> tuple[Any, ...]:
-        """The key ``r``'s job would have if it were waiting now."""
-
     def line(self, r: Running) -> tuple[float, float, float]:
         """``r``'s ranking value at time t as ``clip(a + b × t, 0, cap)``: ``(a, b, cap)``."""
 
@@ -52,6 +49,12 @@ class RanksRunning(Protocol):
 
     def first_pass(self, a: np.ndarray, b: np.ndarray, level: Any, now: float) -> float:
         """The earliest time after ``now`` one of these lines passes ``level`` (inf: none)."""
+
+
+def ranks_running(order: object) -> bool:
+    """Whether a queue order ranks running jobs too (``RanksRunning``: LAS, SRTF), so that
+    ``preemption/by-order`` can make it preemptive."""
+    return all(callable(getattr(order, m, None)) for m in ("line", "levels", "first_pass"))
 
 
 class _Rows:
@@ -149,7 +152,7 @@ class ByOrder:
 
     def bind(self, h: Handle) -> None:
         order = h.order
-        if not all(hasattr(order, m) for m in ("running_key", "line", "levels", "first_pass")):
+        if not ranks_running(order):
             raise SpecError(
                 f"preemption/by-order: the queue order {type(order).__name__} does not rank "
                 "running jobs (use queue/las or queue/srtf)"

@@ -124,13 +124,3 @@ class RunningSet:
         held = r.placement.gpu_milli / 1000.0 * max(0.0, now - r.start)
         self.attained[jid] = self.attained.get(jid, 0.0) + held
         self.worked[jid] = self.worked.get(jid, 0.0) + r.kept(now)
-
-    def attained_gpu_s(self, r: Running, now: float) -> float:
-        """GPU-seconds ``r``'s job has held, over all its attempts, by ``now``."""
-        past = self.attained.get(r.job.id, 0.0)
-        return past + r.placement.gpu_milli / 1000.0 * max(0.0, now - r.start)
-
-    def work_done(self, r: Running, now: float) -> float:
-        """Seconds of ``r``'s work done by ``now``: what earlier attempts' checkpoints kept,
-        plus this attempt's running after its restart overhead."""
-        return self.worked.get(r.job.id, 0.0) + max(0.0, now - r.start - r.overhead)

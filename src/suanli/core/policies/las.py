@@ -65,11 +65,6 @@ class LeastAttainedService:
         past = self.h.running.attained.get(job.id, 0.0) if self.h is not None else 0.0
         return (self.level(past), job.submit, job.id)
 
-    def running_key(self, r: Running, now: float) -> tuple[Any, ...]:
-        """The key ``r``'s job would have now, with the service it has attained so far."""
-        assert self.h is not None
-        return (self.level(self.h.running.attained_gpu_s(r, now)), r.job.submit, r.job.id)
-
     def line(self, r: Running) -> tuple[float, float, float]:
         """``r``'s attained service as ``a + b × now`` (capped at ``cap``): for a vectorised
         ``levels``."""

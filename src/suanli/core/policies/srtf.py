@@ -38,12 +38,6 @@ class ShortestRemainingTime:
         left = max(0.0, job.runtime - done) * job.gpu_demand_milli / MILLI
         return (left, job.submit, job.id)
 
-    def running_key(self, r: Running, now: float) -> tuple[Any, ...]:
-        assert self.h is not None
-        job = r.job
-        left = max(0.0, job.runtime - self.h.running.work_done(r, now))
-        return (left * job.gpu_demand_milli / MILLI, job.submit, job.id)
-
     def line(self, r: Running) -> tuple[float, float, float]:
         """``r``'s GPU-time left as ``a + b × now``, at most ``cap`` (clipped at 0): its
         running after the restart overhead does the work."""
