@@ -111,7 +111,11 @@ def test_a_sweep_on_a_synthetic_csv(tmp_path: Path) -> None:
         if v.backfill == "none"
         else ["sjf-gpu/easy-oracle+best-fit", "las/easy@history+best-fit",
               "fifo/easy@history+best-fit"]
-    )  # fmt: skip
+    ) + ["the real waits"]  # fmt: skip
+    best = rows[v.best]
+    assert v.targets[-1].ratio == best.start_error and 0 <= best.start_cover_p90 <= 1
+    # Every row's start-time estimates are scored, wherever jobs waited.
+    assert all(row.start_error >= 0 for row in r.rows if not row.preemptive)
     # The same replays on one process: the same numbers.
     one = run_trace(str(path), ["fifo+best-fit", "qssf@history+best-fit"], workers=1)
     assert one.time_scale.scale == r.time_scale.scale
@@ -139,11 +143,13 @@ def test_a_slice_of_philly_users() -> None:
     assert itp.time_scale.converged and itp.verdict is None  # no targets for ITP
 
 
-def _row(policy: str, queue: str, backfill: str, runtime: str, jct: float, q: float) -> Row:
+def _row(
+    policy: str, queue: str, backfill: str, runtime: str, jct: float, q: float, start: float = 0.2
+) -> Row:
     return Row(trace="t", policy=policy, queue=queue, backfill=backfill, runtime=runtime,
                preemptive=queue in ("las", "srtf"), scale=1.0, jobs=10, finished=10,
                jct_mean=jct, jct_p99=jct, queue_mean=q, queue_p99=q, wait_mean=q,
-               allocation=0.5, preemptions=0)  # fmt: skip
+               allocation=0.5, preemptions=0, start_error=start)  # fmt: skip
 
 
 def test_the_verdict_from_a_hand_made_table() -> None:
@@ -178,9 +184,14 @@ def test_the_verdict_from_a_hand_made_table() -> None:
     ]  # fmt: skip
     v2 = verdict(rows2)
     assert v2 is not None and v2.best == "qssf@learned" and v2.backfill == "none"
-    assert [t.reference for t in v2.targets] == ["sjf", "las", "fifo"]
-    assert [round(t.ratio, 4) for t in v2.targets] == [1.07, round(107 / 140, 4), 0.13]
+    assert [t.reference for t in v2.targets] == ["sjf", "las", "fifo", "the real waits"]
+    assert [round(t.ratio, 4) for t in v2.targets] == [1.07, round(107 / 140, 4), 0.13, 0.2]
     assert v2.met
+    # Start-time estimates off by more than 30% of the wait: not met.
+    worse = [_row("qssf@learned", "qssf", "none", "learned", 107.0, 13.0, 0.31)
+             if r.policy == "qssf@learned" else r for r in rows2]  # fmt: skip
+    v4 = verdict(worse)
+    assert v4 is not None and not v4.met and not v4.targets[-1].met
     # A missing reference is said, not judged; no predictive row: no verdict.
     v3 = verdict([r for r in rows2 if r.queue != "las"])
     assert v3 is not None and v3.missing == ("las (no backfill)",) and not v3.met
@@ -188,5 +199,5 @@ def test_the_verdict_from_a_hand_made_table() -> None:
     # 0 / 0 queueing delay is not a pass.
     zero = [_row("fifo", "fifo", "none", "estimate", 1.0, 0.0),
             _row("q", "qssf", "none", "history", 1.0, 0.0)]  # fmt: skip
-    (t,) = [t for t in verdict(zero).targets]  # type: ignore[union-attr]
+    (t, _) = [t for t in verdict(zero).targets]  # type: ignore[union-attr]
     assert math.isnan(t.ratio) and not t.met

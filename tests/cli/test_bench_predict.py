@@ -42,7 +42,8 @@ def test_json(trace: Path, tmp_path: Path) -> None:
     assert fifo["mae_s"] is None and t["rows"][1]["mae_s"] > 0  # only history predicts here
     assert t["verdict"]["best"] == "qssf@history+best-fit"
     assert [x["reference"] for x in t["verdict"]["targets"]] == [
-        "sjf-gpu@oracle+best-fit", "las+best-fit", "fifo+best-fit"]  # fmt: skip
+        "sjf-gpu@oracle+best-fit", "las+best-fit", "fifo+best-fit", "the real waits"]  # fmt: skip
+    assert t["rows"][1]["start_error"] >= 0 and 0 <= t["rows"][1]["start_cover_p90"] <= 1
     assert t["wall_s"] > 0 and t["within_budget"]
     assert out["pooled"] == {}
     assert "wall" in res.stderr  # progress goes to stderr beside --json

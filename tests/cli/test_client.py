@@ -19,6 +19,7 @@ import uvicorn
 from typer.testing import CliRunner
 
 from suanli.api.app import create_app
+from suanli.cli.client_http import expected_start
 from suanli.cli.main import app as cli
 from suanli.control.metrics import ControlMetrics
 from suanli.metering.charges import Charge
@@ -147,6 +148,37 @@ def test_submit_queue_show_cancel(server: Server, tmp_path: Path) -> None:
     assert len(json.loads(ok(server.run("root", "queue", "--all", "--json")))["jobs"]) == 3
     state = json.loads(ok(server.run("root", "queue", "--state", "succeeded", "--json")))
     assert state["jobs"] == []
+
+
+def test_queue_and_show_tell_a_waiting_job_when_it_will_start(server: Server) -> None:
+    # The scheduler loop writes each pending job's estimate to the store (no loop runs here:
+    # written as it would); the API shows it to the job's owner, the client as a range.
+    ok(server.run("ana", "submit", "--gpus", "2", "--", "train"))
+    ok(server.run("ana", "submit", "--gpus", "2", "--", "train"))
+    ok(server.run("ana", "submit", "--gpus", "2", "--", "train"))
+    planned = 1_764_000_000_000
+    js.set_start_estimates(server.store, {"1": (planned + 600_000, planned + 5_400_000, planned),
+                                          "3": (None, None, planned)})  # fmt: skip
+    listed = json.loads(ok(server.run("ana", "queue", "--json")))["jobs"]
+    first = listed[0]["start_estimate"]
+    assert first == {"p50": "2025-11-24T16:10:00.000Z", "p90": "2025-11-24T17:30:00.000Z",
+                     "planned_at": "2025-11-24T16:00:00.000Z"}  # fmt: skip
+    assert listed[1]["start_estimate"] is None  # not estimated yet
+    assert listed[2]["start_estimate"]["p50"] is None  # no healthy node can hold it
+    table = ok(server.run("ana", "queue")).splitlines()
+    assert "EXPECTED START" in table[0]
+    assert expected_start(first) in table[1] and " to " in expected_start(first)
+    assert "never" in table[3]
+    shown = ok(server.run("ana", "show", "1"))
+    assert "expected start" in shown and expected_start(first) in shown
+    # Another tenant's user sees nothing of it.
+    assert json.loads(ok(server.run("nina", "queue", "--json")))["jobs"] == []
+    assert server.run("nina", "show", "1").exit_code == 1
+    # Once it runs, no estimate is shown (the store keeps what was said).
+    with server.store.begin() as conn:
+        js.set_job_state(conn, "1", "running", planned + 700_000)
+    assert json.loads(ok(server.run("ana", "show", "1", "--json")))["job"]["start_estimate"] is None
+    assert "expected start" not in ok(server.run("ana", "show", "1"))
 
 
 def test_errors_are_one_line(server: Server) -> None:

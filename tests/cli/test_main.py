@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -130,6 +131,30 @@ def test_simulate_out_writes_files(runner: CliRunner, tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert [r["policy"] for r in summary["results"]] == ["fifo+best-fit", "fifo/strict+best-fit"]
     assert (out / "allocation.png").stat().st_size > 0
+
+
+def test_simulate_start_estimates_fill_the_per_job_columns(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    result = run(runner, "simulate", *SMALL, "-p", "qssf@history+best-fit", "--start-estimates",
+                 "--out", str(out), "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with (out / "qssf-history_best-fit-jobs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 300 and all(r["start_p50"] != "" for r in rows)
+    waited = [r for r in rows if float(r["wait"]) > 0]
+    assert waited and all(float(r["start_p90"]) >= float(r["start_p50"]) for r in waited)
+    r = waited[0]
+    assert float(r["start_error"]) == pytest.approx(
+        float(r["start"]) - float(r["start_p50"]), abs=2e-3
+    )
+    # Without the option, the columns are there and empty.
+    plain = tmp_path / "plain"
+    assert run(runner, "simulate", *SMALL, "-p", "fifo+best-fit", "--out", str(plain),
+               "--quiet").exit_code == 0  # fmt: skip
+    with (plain / "fifo_best-fit-jobs.csv").open() as f:
+        assert {r["start_p50"] for r in csv.DictReader(f)} == {""}
 
 
 def test_simulate_json_with_out_keeps_stdout_pure(runner: CliRunner, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from declared import declare_inventory
 from fake_clock import Clock
+from suanli.api.schemas import job_out
 from suanli.backends.base import rendezvous_port
 from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
 from suanli.config.cluster import load_cluster
@@ -23,6 +24,7 @@ from suanli.control.spec import JobSpec
 from suanli.core.decisions import Admit, Decision, Preempt
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
+from suanli.core.starts import REFRESH_S
 from suanli.sim.engine import PolicySet, simulate
 from suanli.store import Store, read_usage
 from suanli.store import jobs as js
@@ -396,3 +398,105 @@ def test_a_runtime_predictor_learns_each_ended_job_live(store: Store) -> None:
     assert state(store, a) == "succeeded" and state(store, b) == "running"
     assert learned == [(pytest.approx(40, abs=1), pytest.approx(t0 + 40, abs=1))]
     assert ctl.sched.runtime.learned == 1  # type: ignore[attr-defined]
+
+
+# --- start-time estimates ------------------------------------------------------------------
+
+
+def record(store: Store, job_id: str) -> js.JobRecord:
+    rec = js.get_job(store, job_id)
+    assert rec is not None
+    return rec
+
+
+def test_a_waiting_job_is_told_when_it_will_start(store: Store) -> None:
+    clock = Clock()
+    ctl, _ = make(store, clock)
+    ctl.recover()
+    t0 = clock.t
+    busy = [submit(store, spec(100, estimate=100), t0) for _ in range(8)]  # both nodes, 100 s
+    big = submit(store, spec(50, gpus=4, estimate=50), t0)
+    ctl.step()
+    assert all(state(store, j) == "running" for j in busy) and state(store, big) == "pending"
+    rec = record(store, big)
+    assert rec.start_planned_ms == round(t0 * 1000)
+    assert rec.start_p50_ms is not None and rec.start_p90_ms is not None
+    # Every running job ends by its estimate, 100 s on: the four GPUs are free then (to within
+    # the plan's 10 s buckets); nothing has been learned yet, so the range is the plan.
+    assert abs(rec.start_p50_ms / 1000 - (t0 + 100)) <= 15
+    assert rec.start_p90_ms == rec.start_p50_ms
+    out = job_out(rec).start_estimate
+    assert out is not None and out.p50 is not None and out.planned_at
+    # Passes within the refresh do not plan again, nor write.
+    before = ctl.starts.estimator.plans
+    clock.t += 30
+    ctl.step()
+    assert ctl.starts.estimator.plans == before
+    assert record(store, big).start_planned_ms == rec.start_planned_ms
+    # It starts when they end; its estimate is no longer shown.
+    clock.t = t0 + 101
+    ctl.step()
+    ctl.step()
+    assert state(store, big) == "running"
+    assert job_out(record(store, big)).start_estimate is None
+
+
+def test_the_queue_is_planned_again_only_when_due_and_changed(store: Store) -> None:
+    clock = Clock()
+    ctl, _ = make(store, clock)
+    ctl.recover()
+    t0 = clock.t
+    busy = [submit(store, spec(10_000, estimate=10_000), t0) for _ in range(8)]
+    ctl.step()
+    assert all(state(store, j) == "running" for j in busy)
+    waiting = [submit(store, spec(60, estimate=60), t0) for _ in range(3)]
+    ctl.step()
+    first = {j: record(store, j).start_p50_ms for j in waiting}
+    assert all(v is not None for v in first.values())
+    # Due: the queue changed since the last plan (the jobs were placed after it), so a plan.
+    clock.t += REFRESH_S + 1
+    ctl.step()
+    plans = ctl.starts.estimator.plans
+    first = {j: record(store, j).start_p50_ms for j in waiting}
+    # Due again, but nothing changed and nothing the plan foresaw has come: it stands.
+    clock.t += REFRESH_S + 1
+    ctl.step()
+    assert ctl.starts.estimator.plans == plans
+    assert {j: record(store, j).start_p50_ms for j in waiting} == first
+    # A job arrives: it is placed in the plan there is (at submission), after the running
+    # jobs it waits for; the next refresh plans the queue again.
+    late = submit(store, spec(60, estimate=60), clock.t)
+    ctl.step()
+    p50 = record(store, late).start_p50_ms
+    # (The eight running jobs end 10,000 s on; to within the plan's buckets, 2% that far.)
+    assert p50 is not None and abs(p50 / 1000 - (t0 + 10_000)) <= 0.02 * 10_000 + 10
+    clock.t += REFRESH_S + 1
+    ctl.step()
+    assert ctl.starts.estimator.plans == plans + 1
+
+
+def test_a_restarted_control_plane_learns_from_its_stores_history(store: Store) -> None:
+    clock = Clock()
+    ctl, _ = make(store, clock, policy="qssf@history+best-fit")
+    ctl.recover()
+    ran = [submit(store, spec(40 + 10 * i), clock.t) for i in range(5)]
+    cancelled = submit(store, spec(1000), clock.t)
+    ctl.step()
+    js.request_cancel(store, cancelled, round(clock.t * 1000), by="ana")
+    clock.t += 200
+    ctl.step()
+    ctl.step()
+    assert all(state(store, j) == "succeeded" for j in ran)
+    assert state(store, cancelled) == "cancelled"
+    learned_before = ctl.sched.runtime.learned  # type: ignore[attr-defined]
+    # A new control plane on the same store learns what the old one did, in end order; a
+    # cancelled job taught nothing.
+    again, _ = make(store, clock, policy="qssf@history+best-fit")
+    again.recover()
+    runs = js.ended_runs(store, 100)
+    assert [r.job.id for r in runs] == ran  # the 40..80 s jobs ended in that order
+    assert [round(r.runtime_s) for r in runs] == [40, 50, 60, 70, 80]
+    assert again.sched.runtime.learned == len(ran) == learned_before  # type: ignore[attr-defined]
+    assert again.starts.estimator.calibration.n == len(ran)
+    # Only the latest are read: a limit takes the last ones to end.
+    assert [r.job.id for r in js.ended_runs(store, 2)] == ran[-2:]

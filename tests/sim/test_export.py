@@ -156,12 +156,12 @@ def test_write_results_files(tmp_path: Path) -> None:
 
 
 def test_jobs_csv_outcome_column(tmp_path: Path) -> None:
-    """The recorded outcome is the last column of the per-job CSV and JSON Lines, after the
-    columns there before it; a failed or killed job still runs its recorded runtime."""
+    """The recorded outcome comes after the columns there before it, then the predictions;
+    a failed or killed job still runs its recorded runtime."""
     assert JOB_COLUMNS == (
         "id", "tenant", "priority_class", "submit", "start", "finish", "wait", "jct", "tasks",
         "gpu_milli", "nodes", "pending_reason", "queue", "preemptions", "waited_for", "budget",
-        "outcome",
+        "outcome", "predicted_p50", "predicted_p90", "start_p50", "start_p90", "start_error",
     )  # fmt: skip
     c = cluster(node("n0", 8))
     jobs = [

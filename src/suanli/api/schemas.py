@@ -42,6 +42,17 @@ class ErrorBody(BaseModel):
     fields: list[ErrorField] = Field(default_factory=list)
 
 
+class StartEstimateOut(BaseModel):
+    """When a pending job is expected to start (``suanli.core.starts``): as likely before
+    ``p50`` as after, nine in ten by ``p90`` (both null for a job no healthy node could ever
+    hold); ``planned_at``: when the plan was made (refreshed as the queue moves, at most every
+    few minutes)."""
+
+    p50: str | None
+    p90: str | None
+    planned_at: str
+
+
 class JobOut(BaseModel):
     id: str
     name: str
@@ -57,6 +68,8 @@ class JobOut(BaseModel):
     submitted_at: str
     updated_at: str
     spec: dict[str, Any]
+    start_estimate: StartEstimateOut | None = None
+    """Set while the job is pending and the scheduler has estimated its start."""
 
 
 class GpuUtilOut(BaseModel):
@@ -249,6 +262,15 @@ def job_out(j: JobRecord) -> JobOut:
         submitted_at=iso(j.submitted_ms) or "",
         updated_at=iso(j.updated_ms) or "",
         spec=j.spec,
+        start_estimate=(
+            StartEstimateOut(
+                p50=iso(j.start_p50_ms),
+                p90=iso(j.start_p90_ms),
+                planned_at=iso(j.start_planned_ms) or "",
+            )
+            if j.state == "pending" and j.start_planned_ms is not None
+            else None
+        ),  # fmt: skip
     )
 
 

@@ -98,6 +98,10 @@ TRACE_BUDGET_S = 120.0
 SJF_FACTOR = 1.08
 LAS_FACTOR = 0.8
 FIFO_QUEUE_FACTOR = 0.14
+START_ERROR_LIMIT = 0.30
+"""The median start-time estimate error allowed, as a share of the real wait."""
+MIN_WAIT_S = 60.0
+"""Jobs that waited at least this long are scored on their start-time estimates."""
 
 
 def preemption_for(policy: PolicySet) -> PreemptionConfig | None:
@@ -142,6 +146,11 @@ class Row:
     mae_s: float = math.nan
     median_rel_error: float = math.nan
     coverage_p90: float = math.nan
+    start_error: float = math.nan
+    """Median over jobs that waited at least ``MIN_WAIT_S`` of |start − the P50 of its start
+    as estimated at its submission| / its wait."""
+    start_cover_p90: float = math.nan
+    """Share of those jobs that started by the P90 of their estimate."""
     wall_s: float = 0.0
 
     @property
@@ -163,6 +172,8 @@ class Replay:
     abs_err: np.ndarray | None
     rel_err: np.ndarray | None
     covered: np.ndarray | None
+    start_rel: np.ndarray
+    start_covered: np.ndarray
     capacity_s: float
     """GPUs × the length of the allocation's window (to pool allocations exactly)."""
 
@@ -199,7 +210,8 @@ def replay(p: Prepared, policy: str) -> Replay:
     """One replay of ``p`` under ``policy`` and its row."""
     ps = PolicySet.parse(policy)
     t0 = time.perf_counter()
-    r = simulate(p.cluster, p.jobs, ps, preemption=preemption_for(ps), speed_basis=p.basis)
+    r = simulate(p.cluster, p.jobs, ps, preemption=preemption_for(ps), speed_basis=p.basis,
+                 start_estimates=True)  # fmt: skip
     rec = r.records
     true = np.fromiter((p.runtime[i] for i in rec.ids), np.float64, len(rec.ids))
     jct = rec.finish - rec.submit
@@ -217,6 +229,10 @@ def replay(p: Prepared, policy: str) -> Replay:
             abs_err = np.abs(p50[ok] - true[ok])
             rel_err = abs_err / np.maximum(true[ok], 1.0)
             covered = true[ok] <= p90[ok]
+    s50, s90 = rec.start_estimate if rec.start_estimate is not None else (wait, wait)
+    waited = (wait >= MIN_WAIT_S) & np.isfinite(s50)
+    start_rel = np.abs(rec.start[waited] - s50[waited]) / wait[waited]
+    start_covered = rec.start[waited] <= s90[waited]
     finished = ~np.isnan(rec.finish)
     qf = queue[finished]
     row = Row(
@@ -239,11 +255,13 @@ def replay(p: Prepared, policy: str) -> Replay:
         mae_s=mae,
         median_rel_error=mre,
         coverage_p90=cov,
+        start_error=float(np.median(start_rel)) if len(start_rel) else math.nan,
+        start_cover_p90=float(start_covered.mean()) if len(start_covered) else math.nan,
         wall_s=time.perf_counter() - t0,
     )
     span = r.window[1] - r.window[0]
     return Replay(row, jct[finished], qf, wait[~np.isnan(wait)], abs_err, rel_err, covered,
-                  r.total_gpus * span)  # fmt: skip
+                  start_rel, start_covered, r.total_gpus * span)  # fmt: skip
 
 
 def run_one(p: Prepared, policy: str) -> Replay:
@@ -422,7 +440,8 @@ def verdict(rows: Sequence[Row]) -> Verdict | None:
 
     Best: the least mean JCT among the non-preemptive rows whose estimator is ``history`` or
     ``learned`` (QSSF's). Against the rows with its backfill setting: mean JCT ≤ 1.08 ×
-    SJF-oracle's (``sjf-gpu``) and ≤ 0.8 × LAS's; mean queueing delay ≤ 0.14 × FIFO's."""
+    SJF-oracle's (``sjf-gpu``) and ≤ 0.8 × LAS's; mean queueing delay ≤ 0.14 × FIFO's; and
+    its own median start-time estimate error ≤ 30% of the real wait."""
     cands = [r for r in rows if not r.preemptive and r.queue == "qssf" and r.runtime in PREDICTIVE
              and not math.isnan(r.jct_mean)]  # fmt: skip
     if not cands:
@@ -450,6 +469,8 @@ def verdict(rows: Sequence[Row]) -> Verdict | None:
         num, den = getattr(best, attr), getattr(r, attr)
         ratio = num / den if den > 0 else (math.nan if num == 0 else math.inf)
         targets.append(Target(what, r.policy, ratio, factor))
+    targets.append(Target("median start-time estimate error / real wait", "the real waits",
+                          best.start_error, START_ERROR_LIMIT))  # fmt: skip
     return Verdict(best.policy, best.backfill, tuple(targets), tuple(missing))
 
 
@@ -572,6 +593,8 @@ def pooled(results: Sequence[TraceResult], name: str) -> list[Row]:
             re = np.concatenate([r.rel_err for r in pred])  # type: ignore[misc]
             cv = np.concatenate([r.covered for r in pred])  # type: ignore[misc]
             mae, mre, cov = float(ae.mean()), float(np.median(re)), float(cv.mean())
+        sr = np.concatenate([r.start_rel for r in reps])
+        sc = np.concatenate([r.start_covered for r in reps])
         row = first.row
         out.append(Row(
             trace=name, policy=row.policy, queue=row.queue, backfill=row.backfill,
@@ -580,7 +603,10 @@ def pooled(results: Sequence[TraceResult], name: str) -> list[Row]:
             jct_mean=_mean(jct), jct_p99=_p99(jct), queue_mean=_mean(q), queue_p99=_p99(q),
             wait_mean=_mean(wait), allocation=alloc,
             preemptions=sum(r.row.preemptions for r in reps), mae_s=mae,
-            median_rel_error=mre, coverage_p90=cov, wall_s=sum(r.row.wall_s for r in reps),
+            median_rel_error=mre, coverage_p90=cov,
+            start_error=float(np.median(sr)) if len(sr) else math.nan,
+            start_cover_p90=float(sc.mean()) if len(sc) else math.nan,
+            wall_s=sum(r.row.wall_s for r in reps),
         ))  # fmt: skip
     return out
 

@@ -47,7 +47,8 @@ def _pct(x: float) -> str:
 def table(title: str, rows: list[Row]) -> Table:
     t = Table(title=title)
     cols = ("policy", "JCT h", "JCT P99 h", "queue h", "queue P99 h", "wait h", "alloc %",
-            "preempt", "P50 MAE h", "P50 rel err", "P90 cover %", "s/replay")  # fmt: skip
+            "preempt", "P50 MAE h", "P50 rel err", "P90 cover %", "start err",
+            "start P90 cover %", "s/replay")  # fmt: skip
     for c in cols:
         t.add_column(c, justify="left" if c == "policy" else "right")
     for r in rows:
@@ -55,7 +56,9 @@ def table(title: str, rows: list[Row]) -> Table:
             r.policy, _h(r.jct_mean), _h(r.jct_p99), _h(r.queue_mean), _h(r.queue_p99),
             _h(r.wait_mean), _pct(r.allocation), str(r.preemptions), _h(r.mae_s),
             "-" if math.isnan(r.median_rel_error) else f"{r.median_rel_error:.2f}",
-            _pct(r.coverage_p90), f"{r.wall_s:.1f}",
+            _pct(r.coverage_p90),
+            "-" if math.isnan(r.start_error) else f"{r.start_error:.2f}",
+            _pct(r.start_cover_p90), f"{r.wall_s:.1f}",
         )  # fmt: skip
     return t
 

@@ -21,26 +21,23 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import sqlalchemy as sa
 import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from suanli.cli.dbtarget import first_line, masked
+from suanli.cli.dbtarget import DbOpt, store_at
 from suanli.cli.errors import fail, user_errors
 from suanli.config.budgets import budgets_from_dict, load_budgets
 from suanli.core.budget import DEFAULT_RUNTIME_S, BudgetError, BudgetSpec, BudgetsSpec
 from suanli.metering.report import plain, render_json
-from suanli.store import Store, StoreError, open_store
 from suanli.store.budgets import (
     BudgetSpend,
     BudgetVersion,
@@ -51,10 +48,8 @@ from suanli.store.budgets import (
     set_budget,
 )
 
-__all__ = ["DB_ENV", "budget_app", "budgets_document"]
+__all__ = ["budget_app", "budgets_document"]
 
-DB_ENV = "SUANLI_DB"
-"""The environment variable that names the store when ``--db`` is not given."""
 DEFAULT_CURRENCY = "USD"
 """The currency of ``budget set`` when neither ``--currency`` nor stored budgets say."""
 NON_TTY_WIDTH = 200
@@ -74,16 +69,6 @@ budget_app = typer.Typer(
 # Options
 # --------------------------------------------------------------------------------------------
 
-DbOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        metavar="PATH|URL",
-        envvar=DB_ENV,
-        show_envvar=True,
-        help="The store (budgets and ledger): a SQLite file or a PostgreSQL URL.",
-    ),
-]
 EffectiveOpt = Annotated[
     str | None,
     typer.Option(
@@ -102,28 +87,6 @@ NameArg = Annotated[
     str,
     typer.Argument(metavar="NAME", help="The budget: its name, else its org (* for everyone)."),
 ]
-
-
-@contextmanager
-def _store(db: str | None, *, must_exist: bool) -> Iterator[tuple[Store, str]]:
-    """The store named by ``--db`` (or ``SUANLI_DB``) and how to name it in messages. With
-    ``must_exist``, a SQLite file that does not exist is an error (reading commands must
-    not create an empty store)."""
-    if not db:
-        fail(f"--db: required: a SQLite file or a database URL (or set {DB_ENV})")
-    shown = masked(db)
-    if must_exist and "://" not in db and not Path(db).is_file():
-        fail(f"--db {shown}: no such file")
-    try:
-        store = open_store(db)
-    except (StoreError, sa.exc.SQLAlchemyError, OSError) as e:
-        fail(f"--db {shown}: cannot open the store: {first_line(e)}")
-    try:
-        yield store, shown
-    except (sa.exc.SQLAlchemyError, OSError) as e:
-        fail(f"--db {shown}: {first_line(e)}")
-    finally:
-        store.close()
 
 
 def parse_instant(text: str, option: str) -> datetime:
@@ -312,7 +275,7 @@ def set_command(
 ) -> None:
     """Set a budget: append a new version of it (the previous versions are kept)."""
     when = _when(effective)
-    with user_errors(), _store(db, must_exist=False) as (store, shown):
+    with user_errors(), store_at(db, must_exist=False) as (store, shown):
         if currency is None:
             stored = current_budgets(store)
             currency = stored.currency if stored is not None else DEFAULT_CURRENCY
@@ -359,7 +322,7 @@ def import_command(
     when = _when(effective)
     with user_errors():
         spec = load_budgets(file)
-        with _store(db, must_exist=False) as (store, shown), store.begin() as conn:
+        with store_at(db, must_exist=False) as (store, shown), store.begin() as conn:
             removed = 0
             if replace:
                 stored = current_budgets(conn)
@@ -425,7 +388,7 @@ def export_command(
 ) -> None:
     """Print (or write) the current budgets as a budgets file."""
     when = parse_instant(at, "--at") if at else None
-    with user_errors(), _store(db, must_exist=True) as (store, shown):
+    with user_errors(), store_at(db, must_exist=True) as (store, shown):
         spec = current_budgets(store, when)
     if spec is None:
         fail(f"--db {shown}: no budgets stored" + (f" in effect at {at}" if at else ""))
@@ -456,7 +419,7 @@ def remove_command(
 ) -> None:
     """Remove a budget: append a tombstone (its versions stay in the history)."""
     when = _when(effective)
-    with user_errors(), _store(db, must_exist=True) as (store, shown):
+    with user_errors(), store_at(db, must_exist=True) as (store, shown):
         version = remove_budget(store, name, when, _who(by))
     typer.echo(f"removed budget {version.label} (version {version.version}) from {shown}")
 
@@ -477,7 +440,7 @@ def _version_json(v: BudgetVersion) -> dict[str, Any]:
 @budget_app.command("history")
 def history_command(name: NameArg, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """Every version of a budget, oldest first."""
-    with user_errors(), _store(db, must_exist=True) as (store, shown):
+    with user_errors(), store_at(db, must_exist=True) as (store, shown):
         versions = budget_history(store, name)
     if not versions:
         fail(f"--db {shown}: budget {name!r} was never set")
@@ -610,7 +573,7 @@ def show_command(
     at_ms = (when - _EPOCH) // timedelta(milliseconds=1)
     with user_errors():
         spec = load_budgets(budgets_file) if budgets_file is not None else None
-        with _store(db, must_exist=True) as (store, shown):
+        with store_at(db, must_exist=True) as (store, shown):
             if spec is None:
                 spec = current_budgets(store, when)
             spends = budget_spend(store, spec, at_ms) if spec is not None else []

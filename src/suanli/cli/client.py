@@ -26,6 +26,7 @@ from suanli.cli.client_http import (
     TokenOption,
     admin_token_file,
     console,
+    expected_start,
     natural_key,
     print_json,
     print_rows,
@@ -273,11 +274,14 @@ def queue_command(
             j["id"], j["name"], j["user"], j["queue"], j["priority_class"],
             j["state"] + (" (cancelling)" if j["cancel_requested"] and j["state"] in LIVE_STATES
                           else ""),
-            str(j["attempts"]), when(j["submitted_at"]), j["reason"] or "",
+            str(j["attempts"]), when(j["submitted_at"]),
+            expected_start(j.get("start_estimate")) if j["state"] == "pending" else "",
+            j["reason"] or "",
         )
         for j in jobs
     )  # fmt: skip
-    columns = ("JOB", "NAME", "USER", "QUEUE", "CLASS", "STATE", "TRIES", "SUBMITTED", "REASON")
+    columns = ("JOB", "NAME", "USER", "QUEUE", "CLASS", "STATE", "TRIES", "SUBMITTED",
+               "EXPECTED START", "REASON")  # fmt: skip
     print_rows(columns, rows, right=("JOB", "TRIES"), wrap=("REASON",))
 
 
@@ -305,7 +309,10 @@ def show_command(
     rows = [
         ("job", j["id"]), ("name", j["name"]), ("tenant", j["tenant"]), ("user", j["user"]),
         ("queue", j["queue"]), ("class", j["priority_class"]), ("state", j["state"]),
-        ("reason", j["reason"] or "-"), ("attempts", str(j["attempts"])),
+        ("reason", j["reason"] or "-"),
+        *((("expected start", expected_start(j.get("start_estimate"))),)
+          if j["state"] == "pending" else ()),
+        ("attempts", str(j["attempts"])),
         ("cancel requested", "yes" if j["cancel_requested"] else "no"),
         ("exit code", "-" if j["exit_code"] is None else str(j["exit_code"])),
         ("submitted", when(j["submitted_at"])), ("updated", when(j["updated_at"])),

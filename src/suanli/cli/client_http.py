@@ -196,6 +196,20 @@ def natural_key(text: str) -> tuple[str | int, ...]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", text)))
 
 
+def expected_start(estimate: dict[str, Any] | None) -> str:
+    """A pending job's start estimate as a range, like ``squeue --start`` (``-``: none yet;
+    ``never`` for a job no healthy node could hold)."""
+    if not estimate:
+        return "-"
+    if estimate.get("p50") is None:
+        return "never (no healthy node can hold it)"
+    lo, hi = when(estimate["p50"]), when(estimate.get("p90"))
+    if hi == lo or hi == "-":
+        return lo
+    day = lo[:11]
+    return f"{lo} to {hi[11:] if hi.startswith(day) else hi}"
+
+
 def when(iso: str | None) -> str:
     """An API time, shown local and to the second (``-`` for none)."""
     if not iso:

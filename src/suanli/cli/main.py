@@ -17,6 +17,7 @@ from suanli.cli.errors import OneLineErrors
 COMMANDS: dict[str, tuple[str, str]] = {
     "policies": ("suanli.cli.policies", "policies_command"),
     "simulate": ("suanli.cli.simulate", "simulate_command"),
+    "predict": ("suanli.cli.predict", "predict_command"),
     "bench": ("suanli.cli.bench", "bench_app"),
     "bill": ("suanli.cli.bill", "bill_app"),
     "budget": ("suanli.cli.budget", "budget_app"),

@@ -259,6 +259,7 @@ class Replay:
     admission: dict[str, Any] | None = None
     speed_basis: SpeedBasis = REFERENCE
     window: Window | None = None
+    start_estimates: bool = False
 
 
 def simulate_one(
@@ -284,6 +285,7 @@ def simulate_one(
         admission=replay.admission,
         speed_basis=replay.speed_basis,
         window=replay.window,
+        start_estimates=replay.start_estimates,
     )
 
 
@@ -305,6 +307,7 @@ def run_all(
     speed_basis: SpeedBasis = REFERENCE,
     window: Window | None = None,
     ray: str | None = None,
+    start_estimates: bool = False,
 ) -> list[SimResult]:
     """Simulate ``jobs`` under each policy set (same jobs, same seed), in this process one
     after another, or each as a task on the Ray cluster at ``ray`` (``suanli.sim.spread``:
@@ -323,6 +326,7 @@ def run_all(
         admission,
         speed_basis,
         window,
+        start_estimates,
     )
     runs = [
         (
@@ -434,6 +438,15 @@ def simulate_command(
             "own ranking of running jobs: queue/las, queue/srtf; docs/predict.md).",
         ),
     ] = "checkpoint-aware",
+    start_estimates: Annotated[
+        bool,
+        typer.Option(
+            "--start-estimates",
+            help="Estimate each job's start at its submission, as `suanli queue` tells a "
+            "waiting user (P50 and P90, from a plan of the queue on predicted runtimes); the "
+            "per-job files get start_p50, start_p90 and start_error (docs/predict.md).",
+        ),
+    ] = False,
     skip_bad_rows: Annotated[
         bool,
         typer.Option(
@@ -684,6 +697,7 @@ def simulate_command(
                     window=measure,
                     speed_basis=loaded.basis if loaded is not None else REFERENCE,
                     ray=ray,
+                    start_estimates=start_estimates,
                 )
             except SpreadError as e:
                 fail(f"--ray: {e}")

@@ -187,10 +187,12 @@ class Lifecycle:
             state, code = "failed", bad.exit_code
             reason = detail or (f"task {bad.handle.task}: {bad.detail}")
         text = detail or (first_bad.detail if first_bad is not None else "exit code 0")
-        if live.started_at is not None and exits:
+        if live.started_at is not None and exits and outcome != "cancelled":
             # Its runtime is known now: a runtime predictor learns it (the run of its last
-            # attempt, from launch to its recorded end), never before the job has ended.
+            # attempt, from launch to its recorded end), never before the job has ended; a
+            # cancelled run is no runtime (nor is a preempted or lost one, requeued above).
             self.sched.learn(live.job, max(0.0, ended - live.started_at), ended)
+            self.starts.learn(live.job, max(0.0, ended - live.started_at), ended)
         with self.store.begin() as conn:
             js.end_attempt(
                 conn, job_id, live.attempt, ms, outcome=outcome, exit_code=code, detail=text

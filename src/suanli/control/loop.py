@@ -80,6 +80,7 @@ from suanli.control.repair import Repair
 from suanli.control.resize import Resizer
 from suanli.control.services import ServiceKeeper
 from suanli.control.spec import JobSpec
+from suanli.control.starts import LiveStarts
 from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet, Refusals, Setting, build
 from suanli.core.decisions import (
@@ -177,6 +178,7 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         self.view = ClusterView(cluster)
         setting = config.setting
         self.sched = build(self.view, config.policy, setting, budgets=config.budgets)
+        self.starts = LiveStarts(store, self.view, self.sched)
         self.refusals = Refusals(cluster, setting)
         self.rng = np.random.default_rng(config.seed)
         self.node_names = [n.name for n in cluster.nodes]
@@ -276,6 +278,11 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         else:  # nothing is started or stopped: submissions queue until the engine is back
             self.reasons.update((job_id, f"waiting: {down}") for job_id in self.pending)
         self._write_reasons(now)
+        try:
+            self.starts.refresh(now, self._running_rows, self.sched.pending_jobs,
+                                self.pending.__contains__)  # fmt: skip
+        except Exception:  # noqa: BLE001 - an estimate must not stop scheduling
+            log.exception("start-time estimates failed; scheduling goes on")
         self._meter()
         if now - self.reconciled_at >= self.config.reconcile_interval_s:
             self.reconcile(now)
@@ -346,6 +353,7 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         """Forget what a failed recovery put together, so that the next one starts clean."""
         self.sched = build(self.view_fresh(), self.config.policy, self.config.setting,
                            budgets=self.config.budgets)  # fmt: skip
+        self.starts = LiveStarts(self.store, self.view, self.sched)
         self.live.clear()
         self.pending.clear()
         self.draining.clear()
@@ -393,6 +401,7 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
                 return
             job = told.job  # demoted: it waits (and runs) in its new class
         self.pending[rec.id] = (rec, spec, job)
+        self.starts.arrive(job)
 
     def _cancel(self, rec: js.JobRecord, now: float) -> None:
         self.cancelling.add(rec.id)
@@ -477,6 +486,7 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         """``d`` is written: its attempt is live (and launched once its GPUs are free)."""
         live = LiveAttempt(d.job, rec, spec, rec.attempts + 1, d.placement, "admitted")
         self.live[live.key] = live
+        self.starts.started(rec.id, self.clock())
         self.reasons.pop(rec.id, None)
         if self.metrics is not None:
             self.metrics.admitted(d.job.queue)
@@ -625,7 +635,18 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
     def _leave_pending(self, job_id: str) -> tuple[js.JobRecord, JobSpec, Job]:
         """Take ``job_id`` out of the pending jobs (admitted or cancelled)."""
         self.written.pop(job_id, None)
+        self.starts.left(job_id)
         return self.pending.pop(job_id)
+
+    def _running_rows(self) -> list[tuple[Job, float, JobPlacement]]:
+        """The live attempts as a start-time plan needs them: job, since when, where (one not
+        launched yet counts from now)."""
+        now = self.clock()
+        return [
+            (a.job, a.started_at if a.started_at is not None else now, a.placement)
+            for a in self.live.values()
+            if a.state != "stopping"
+        ]
 
     def _live_of(self, job_id: str) -> LiveAttempt | None:
         found = [a for a in self.live.values() if a.job.id == job_id and a.state != "stopping"]

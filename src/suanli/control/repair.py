@@ -21,12 +21,17 @@ from typing import TYPE_CHECKING
 from suanli.backends.base import Exit, Handle, Outcome
 from suanli.control.attempts import LiveAttempt, job_of, one_line, stopping_outcome, to_ms
 from suanli.control.crash import crash_point
+from suanli.core.model import SpecError
 from suanli.store import jobs as js
 
 if TYPE_CHECKING:
     from suanli.control.loop import Controller
 
 log = logging.getLogger("suanli.control")
+
+HISTORY_JOBS = 20_000
+"""Ended runs a restarted control plane's runtime predictor learns from its store (the
+learned predictor's training window)."""
 
 
 class Repair:
@@ -46,6 +51,20 @@ class Repair:
                 self._quarantine(job_id, f"{doing}: {type(e).__name__}: {e}")
             except Exception:  # noqa: BLE001 - the store may be the cause; the next pass retries
                 log.exception("job %s: could not record the failure", job_id)
+
+    def _learn_history(self: Controller) -> None:
+        """The runtime predictor (and the start-time estimates) learn the store's latest
+        ``HISTORY_JOBS`` ended runs, in the order they ended, as if they had ended while this
+        control plane ran: a restart does not forget what jobs taught it. A record whose
+        spec no longer reads is passed over."""
+        for run in js.ended_runs(self.store, HISTORY_JOBS):
+            try:
+                _, job = job_of(run.job)
+            except (SpecError, ValueError):
+                continue
+            at = run.ended_ms / 1000
+            self.starts.learn_past(job, run.runtime_s, at)
+            self.sched.learn(job, run.runtime_s, at)
 
     def _quarantine(self: Controller, job_id: str, why: str) -> None:
         """Take ``job_id`` out of the scheduler and the loop, stop its tasks, end its live
@@ -90,6 +109,7 @@ class Repair:
         """Rebuild the scheduler from the store (see the module docstring). Call once,
         before the first ``step``."""
         now = self.clock()
+        self._learn_history()
         records = {r.id: r for r in js.jobs_in(self.store, ["admitted", "running", "pending"])}
         adopt: list[Handle] = []
         for a in js.live_attempts(self.store):

@@ -70,21 +70,33 @@ def replay(
     submission and learned at submit + runtime, as if it started at once (the soonest its
     runtime could be known); at equal times ends go first. Returns the true runtimes and the
     predictions of the jobs in ``score`` (ids; default all), in submission order."""
-    ordered = sorted(jobs, key=lambda j: (j.submit, j.id))
+    return replay_runs(predictor, ((j, j.runtime, j.submit + j.runtime) for j in jobs), qs, score)
+
+
+def replay_runs(
+    predictor: Predictor,
+    runs: Iterable[tuple[Job, float, float]],
+    qs: Sequence[float] = (0.5, 0.9),
+    score: Iterable[str] | None = None,
+) -> tuple[np.ndarray, dict[float, np.ndarray]]:
+    """``replay`` for runs that ended when they did: (job, its runtime, when it ended), each
+    predicted at its submission (``Job.submit``) and learned at its end, so a prediction
+    knows only the runs that had ended by then (a control plane's history)."""
+    ordered = sorted(runs, key=lambda r: (r[0].submit, r[0].id))
     keep = None if score is None else set(score)
-    ends: list[tuple[float, int, Job]] = []
+    ends: list[tuple[float, int, Job, float]] = []
     true: list[float] = []
     out: dict[float, list[float]] = {float(q): [] for q in qs}
-    for n, job in enumerate(ordered):
+    for n, (job, runtime, ended) in enumerate(ordered):
         while ends and ends[0][0] <= job.submit:
-            at, _, done = heapq.heappop(ends)
-            predictor.learn(done, done.runtime, at)
+            at, _, done, rt = heapq.heappop(ends)
+            predictor.learn(done, rt, at)
         if keep is None or job.id in keep:
             for q, col in out.items():
                 col.append(predictor.quantile(job, q))
-            true.append(job.runtime)
-        heapq.heappush(ends, (job.submit + job.runtime, n, job))
+            true.append(runtime)
+        heapq.heappush(ends, (max(ended, job.submit), n, job, runtime))
     while ends:
-        at, _, done = heapq.heappop(ends)
-        predictor.learn(done, done.runtime, at)
+        at, _, done, rt = heapq.heappop(ends)
+        predictor.learn(done, rt, at)
     return np.asarray(true), {q: np.asarray(col) for q, col in out.items()}

@@ -54,6 +54,7 @@ from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
 from suanli.core.speed import REFERENCE, SpeedBasis
+from suanli.core.starts import RunningRow, for_scheduler
 from suanli.core.tenancy import TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.attempts import FINISHED, PREEMPTED, RUNNING, AttemptLog
@@ -83,6 +84,7 @@ def simulate(
     backfill_depth: int = DEFAULT_DEPTH,
     speed_basis: SpeedBasis = REFERENCE,
     window: Window | None = None,
+    start_estimates: bool = False,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -105,6 +107,8 @@ def simulate(
     default; a trace's ``LoadedTrace.basis`` replays it at its recorded durations on its own
     GPU models and scales them on others. ``window``: what the summary measures
     (``suanli.sim.results.Window``; default: first to last arrival, all jobs).
+    ``start_estimates``: estimate each job's start at its submission (``suanli.core.starts``,
+    with the policy set's runtime estimator), kept in ``records.start_estimate``.
     """
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
@@ -141,6 +145,7 @@ def simulate(
             budgets,
             speed_basis,
             window,
+            start_estimates,
         )
     finally:
         if freeze:
@@ -297,6 +302,7 @@ def _run(
     budgets: BudgetBook | None = None,
     speed_basis: SpeedBasis = REFERENCE,
     window: Window | None = None,
+    start_estimates: bool = False,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -322,6 +328,16 @@ def _run(
     quantile = getattr(sched.runtime, "quantile", None)
     p50 = np.full(n, np.nan)
     p90 = np.full(n, np.nan)
+    starts, teach = for_scheduler(view, sched) if start_estimates else (None, None)
+    est_early = np.full(n, np.nan)
+    est_late = np.full(n, np.nan)
+    arrived: list[int] = []  # jobs submitted at this instant (when estimating starts)
+    start = rep.start
+    pending = sched.lanes.pending
+
+    def running_rows() -> list[RunningRow]:
+        return [(jobs[i], rep.attempt_start[i], p) for i, p in rep.running.items()]
+
     explaining = rep.explaining
     finish_heap = rep.finish_heap
     attempt_seq = rep.attempt_seq
@@ -354,6 +370,11 @@ def _run(
             if attempt_seq.get(i) != fseq:
                 continue  # the attempt this event was for was preempted
             rep.finished(i, t)
+            if starts is not None:
+                job = jobs[i]
+                starts.learn(job, job.runtime)
+                if teach is not None:
+                    teach(job, job.runtime, t)
         while nxt < n and submit[nxt] == t:
             told = sched.submit(jobs[nxt], t)
             if quantile is not None:
@@ -364,6 +385,8 @@ def _run(
                 notes.submitted(jobs[nxt].id, t)
             if told is not None:
                 apply((told,), rep, t)
+            if starts is not None:
+                arrived.append(nxt)
             nxt += 1
         if cycle_interval > 0 and t != t_tick:
             # An instant that lands exactly on a tick is that tick (the queue may have been
@@ -375,6 +398,27 @@ def _run(
             out = sched.cycle(rng, t)
             decisions += len(out)
             apply(out, rep, t)
+            if starts is not None:
+                for d in out:
+                    if type(d) is Admit:
+                        starts.started(d.job.id, t)
+        if arrived:
+            # Each job's start as estimated when it came (after this instant's cycle: one
+            # that started at once has its start).
+            waiting = []
+            for i in arrived:
+                if start[i] == start[i]:
+                    est_early[i] = est_late[i] = start[i]
+                elif jobs[i].id in pending:
+                    waiting.append(jobs[i])
+            if waiting:
+                assert starts is not None
+                got = starts.estimate(t, running_rows, sched.pending_jobs, waiting)
+                index = rep.index
+                for jid, e in got.items():
+                    est_early[index[jid]] = e.p50
+                    est_late[index[jid]] = e.p90
+            arrived.clear()
         if explaining:
             notes.after_cycle(t, sched.reason)
         s_t.append(t)
@@ -386,7 +430,7 @@ def _run(
             progress(nxt)
 
     rec = JobRecords.empty(jobs)
-    start, finish, running, log = rep.start, rep.finish, rep.running, rep.log
+    finish, running, log = rep.finish, rep.running, rep.log
     index = rep.index
     rec.start = np.array(start)
     rec.finish = np.array(finish)
@@ -402,6 +446,8 @@ def _run(
     rec.waited = rep.waited
     if quantile is not None:
         rec.predicted = (p50, p90)
+    if starts is not None:
+        rec.start_estimate = (est_early, est_late)
     rec.budget = rep.budget_notes
     if preemption is not None:
         rec.preemptions = np.array(rep.preempted, dtype=np.int64)

@@ -68,6 +68,11 @@ JOB_COLUMNS = (
     "waited_for",
     "budget",
     "outcome",
+    "predicted_p50",
+    "predicted_p90",
+    "start_p50",
+    "start_p90",
+    "start_error",
 )
 
 SERIES_COLUMNS = ("t", "gpu_allocation", "gpu_utilisation", "pending_jobs")
@@ -148,7 +153,10 @@ def _fmt_times(values: np.ndarray) -> list[str]:
     return ["" if v != v else (f"{v:.3f}".rstrip("0").rstrip(".") or "0") for v in values.tolist()]
 
 
-_TIME_COLUMNS = frozenset({"submit", "start", "finish", "wait", "jct", "t", "end"})
+_TIME_COLUMNS = frozenset(
+    {"submit", "start", "finish", "wait", "jct", "t", "end", "predicted_p50", "predicted_p90",
+     "start_p50", "start_p90", "start_error"}
+)  # fmt: skip
 _RATIO_COLUMNS = frozenset({"gpu_allocation", "gpu_utilisation"})
 
 
@@ -159,8 +167,16 @@ def job_columns(result: SimResult) -> dict[str, list[Any]]:
     for a job that is not left pending. ``outcome`` is how the trace recorded the job ending
     (``Job.outcome``: ``completed``, ``failed``, ``killed``; empty when not recorded), not what
     happened in the simulation (that is ``finish`` and the attempts' ``outcome``).
+    ``predicted_p50``/``predicted_p90``: the runtime the policy set's predictor gave the job
+    at its submission; ``start_p50``/``start_p90``: its start as estimated at its submission
+    (``simulate(start_estimates=True)``), and ``start_error`` the real start minus
+    ``start_p50`` (NaN where not estimated).
     """
     rec = result.records
+    n = len(rec.ids)
+    nan = np.full(n, np.nan)
+    p50, p90 = rec.predicted if rec.predicted is not None else (nan, nan)
+    s50, s90 = rec.start_estimate if rec.start_estimate is not None else (nan, nan)
     values = (
         rec.ids,
         result.job_tenant,
@@ -179,6 +195,11 @@ def job_columns(result: SimResult) -> dict[str, list[Any]]:
         [str(rec.waited[i]) if i in rec.waited else "" for i in range(len(rec.ids))],
         [rec.budget.get(i, "") for i in range(len(rec.ids))],
         result.job_outcome or [""] * len(rec.ids),
+        np.asarray(p50, np.float64).tolist(),
+        np.asarray(p90, np.float64).tolist(),
+        np.asarray(s50, np.float64).tolist(),
+        np.asarray(s90, np.float64).tolist(),
+        (rec.start - np.asarray(s50, np.float64)).tolist(),
     )
     return dict(zip(JOB_COLUMNS, values, strict=True))
 

@@ -138,6 +138,10 @@ class JobRecords:
     predicted: tuple[np.ndarray, np.ndarray] | None = None
     """The P50 and P90 of each job's runtime as the runtime predictor predicted them at its
     submission (None: the estimator predicts no quantiles)."""
+    start_estimate: tuple[np.ndarray, np.ndarray] | None = None
+    """When each job was expected to start, as estimated at its submission
+    (``suanli.core.starts``): the P50 and the P90 of the range, absolute times; NaN for a job never estimated (refused at submission), the start itself for
+    one that started at once (None: estimates were not asked for)."""
 
     @classmethod
     def empty(cls, jobs: Sequence[Job]) -> JobRecords:

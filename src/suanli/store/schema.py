@@ -226,6 +226,11 @@ jobs = sa.Table(
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
     # The service a replica job runs for (``services.id``, migration 0006); NULL otherwise.
     sa.Column("service_id", sa.BigInteger, nullable=True),
+    # When a pending job is expected to start (``suanli.core.starts``, migration 0007): the
+    # estimate's P50 and P90, and when its plan was made; NULL while none was made.
+    sa.Column("start_p50_ms", sa.BigInteger, nullable=True),
+    sa.Column("start_p90_ms", sa.BigInteger, nullable=True),
+    sa.Column("start_planned_ms", sa.BigInteger, nullable=True),
     sa.UniqueConstraint("id"),
     sa.CheckConstraint(
         "state IN ('pending', 'admitted', 'running', 'succeeded', 'failed', 'cancelled', "

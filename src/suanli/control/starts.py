@@ -1,0 +1,95 @@
+"""The control plane's start-time estimates: each pending job's, as ``suanli queue`` and
+``suanli show`` (and ``GET /v1/jobs``) tell its user, like Slurm's ``squeue --start``.
+
+The loop keeps one ``suanli.core.starts.StartEstimator`` on its view and its scheduler's
+runtime predictor (or a history predictor of its own). A job is estimated on the pass that
+takes it in (placed after the jobs the current plan holds), and the whole queue at most every
+``REFRESH_S`` while anything changed (a plan on the same running and pending jobs would be
+the same plan); never every pass. Only estimates that moved are written, in one write: the
+estimator's damping keeps a small move from being one. The estimator learns each job's
+runtime at its end and each job's real wait at its start, as in the simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+from suanli.control.attempts import to_ms
+from suanli.core.model import Job
+from suanli.core.scheduler import Scheduler
+from suanli.core.starts import REFRESH_S, Estimate, RunningRow, for_scheduler
+from suanli.core.view import ClusterView
+from suanli.store import Store
+from suanli.store import jobs as js
+
+
+def _ms(t: float) -> int | None:
+    return to_ms(t) if math.isfinite(t) else None
+
+
+class LiveStarts:
+    """See the module docstring. ``view`` and ``sched``: the loop's (a new one after a
+    recovery reset gets a new ``LiveStarts``)."""
+
+    def __init__(self, store: Store, view: ClusterView, sched: Scheduler) -> None:
+        self.store = store
+        self.estimator, self._teach = for_scheduler(view, sched)
+        self.written: dict[str, js.StartEstimate] = {}  # pending job -> what the store has
+        self.arrived: list[Job] = []
+        self.full_at = -math.inf
+
+    def arrive(self, job: Job) -> None:
+        """``job`` was taken in: it is estimated at the end of this pass."""
+        self.arrived.append(job)
+
+    def learn(self, job: Job, runtime: float, at: float) -> None:
+        """``job`` ended at ``at`` after running ``runtime`` seconds."""
+        self.estimator.learn(job, runtime)
+        if self._teach is not None:
+            self._teach(job, runtime, at)
+
+    def learn_past(self, job: Job, runtime: float, at: float) -> None:
+        """``job`` ended at ``at``, before this control plane started (its store's history)."""
+        self.estimator.learn_past(job, runtime)
+        if self._teach is not None:
+            self._teach(job, runtime, at)
+
+    def started(self, job_id: str, at: float) -> None:
+        """``job_id`` was admitted at ``at``: it waits no longer."""
+        self.estimator.started(job_id, at)
+        self.written.pop(job_id, None)
+
+    def left(self, job_id: str) -> None:
+        """``job_id`` is no longer pending (cancelled, refused)."""
+        self.written.pop(job_id, None)
+
+    def refresh(
+        self,
+        now: float,
+        running: Callable[[], Iterable[RunningRow]],
+        pending: Callable[[], Sequence[Job]],
+        is_pending: Callable[[str], bool],
+    ) -> int:
+        """This pass's estimates: the jobs that arrived, or every pending job once
+        ``REFRESH_S`` has passed since the last time; the moved ones written. Returns how
+        many were written."""
+        arrived = [j for j in self.arrived if is_pending(j.id)]
+        self.arrived.clear()
+        due = now - self.full_at >= REFRESH_S
+        if not due and not arrived:
+            return 0
+        got = self.estimator.estimate(now, running, pending, None if due else arrived)
+        if due:
+            self.full_at = now
+        changed: dict[str, js.StartEstimate] = {}
+        for job_id, e in got.items():
+            row = self._row(e)
+            if self.written.get(job_id) != row:
+                changed[job_id] = self.written[job_id] = row
+        js.set_start_estimates(self.store, changed)
+        return len(changed)
+
+    @staticmethod
+    def _row(e: Estimate) -> js.StartEstimate:
+        return (_ms(e.p50), _ms(e.p90), to_ms(e.planned_at))
