@@ -102,6 +102,11 @@ def test_a_sweep_on_a_synthetic_csv(tmp_path: Path) -> None:
         assert row.predicted == (row.runtime in ("history", "learned"))
         if row.predicted:
             assert row.mae_s > 0 and 0 <= row.coverage_p90 <= 1 and row.median_rel_error >= 0
+        # Training time: only the learned estimator trains (its first fit at 200 ended jobs).
+        if row.runtime == "learned":
+            assert row.fits >= 1 and 0 < row.train_s < row.wall_s
+        else:
+            assert row.fits == 0 and row.train_s == 0
     assert rows["las+best-fit"].preemptions > 0
     assert rows["sjf-gpu@oracle+best-fit"].jct_mean < rows[FIFO].jct_mean
     v = r.verdict

@@ -157,6 +157,18 @@ def test_simulate_start_estimates_fill_the_per_job_columns(
         assert {r["start_p50"] for r in csv.DictReader(f)} == {""}
 
 
+def test_simulate_prestage_saves_start_up_delay(runner: CliRunner, tmp_path: Path) -> None:
+    got = {}
+    for flags in ((), ("--prestage",)):
+        result = run(runner, "simulate", *SMALL, "-p", "fifo+best-fit", "--startup-delay", "300",
+                     *flags, "--json")  # fmt: skip
+        assert result.exit_code == 0, result.output
+        got[flags] = json.loads(result.stdout)["results"][0]["jct_s"]["mean"]
+    assert got[("--prestage",)] < got[()]
+    refused = run(runner, "simulate", *SMALL, "--prestage")
+    assert refused.exit_code == 2 and "--prestage: only with a --startup-delay" in refused.output
+
+
 def test_simulate_json_with_out_keeps_stdout_pure(runner: CliRunner, tmp_path: Path) -> None:
     result = run(
         runner, "simulate", *SMALL, "-p", "fifo+best-fit", "--json", "--out", str(tmp_path)

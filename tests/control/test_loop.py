@@ -411,7 +411,7 @@ def record(store: Store, job_id: str) -> js.JobRecord:
 
 def test_a_waiting_job_is_told_when_it_will_start(store: Store) -> None:
     clock = Clock()
-    ctl, _ = make(store, clock)
+    ctl, backend = make(store, clock)
     ctl.recover()
     t0 = clock.t
     busy = [submit(store, spec(100, estimate=100), t0) for _ in range(8)]  # both nodes, 100 s
@@ -427,12 +427,17 @@ def test_a_waiting_job_is_told_when_it_will_start(store: Store) -> None:
     assert rec.start_p90_ms == rec.start_p50_ms
     out = job_out(rec).start_estimate
     assert out is not None and out.p50 is not None and out.planned_at
+    # Expected within the pre-staging lead: the backend was asked to prepare it, once, and
+    # its history says so.
+    assert [(p.job_id, p.attempt) for p, _ in backend.prepared] == [(big, 1)]
+    assert any(e.kind == "prepared" for e in js.job_history(store, big))
     # Passes within the refresh do not plan again, nor write.
     before = ctl.starts.estimator.plans
     clock.t += 30
     ctl.step()
     assert ctl.starts.estimator.plans == before
     assert record(store, big).start_planned_ms == rec.start_planned_ms
+    assert len(backend.prepared) == 1  # never twice
     # It starts when they end; its estimate is no longer shown.
     clock.t = t0 + 101
     ctl.step()
@@ -443,7 +448,7 @@ def test_a_waiting_job_is_told_when_it_will_start(store: Store) -> None:
 
 def test_the_queue_is_planned_again_only_when_due_and_changed(store: Store) -> None:
     clock = Clock()
-    ctl, _ = make(store, clock)
+    ctl, backend = make(store, clock)
     ctl.recover()
     t0 = clock.t
     busy = [submit(store, spec(10_000, estimate=10_000), t0) for _ in range(8)]
@@ -453,6 +458,7 @@ def test_the_queue_is_planned_again_only_when_due_and_changed(store: Store) -> N
     ctl.step()
     first = {j: record(store, j).start_p50_ms for j in waiting}
     assert all(v is not None for v in first.values())
+    assert backend.prepared == []  # 10,000 s away: too early to prepare
     # Due: the queue changed since the last plan (the jobs were placed after it), so a plan.
     clock.t += REFRESH_S + 1
     ctl.step()

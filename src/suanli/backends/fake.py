@@ -24,6 +24,7 @@ from suanli.backends.base import (
     signal_number,
     task_environment,
 )
+from suanli.backends.prepare import Prepare
 
 RUNTIME_VARIABLE = "SUANLI_FAKE_RUNTIME_S"
 
@@ -106,6 +107,12 @@ class FakeBackend:
         self._next_pid = 1
         self.files: dict[tuple[str, int, int], Elastic] = {}  # each elastic task's file
         self.resized: list[tuple[tuple[str, int, int], Elastic]] = []  # resizes told, in order
+        self.prepared: list[tuple[Prepare, float]] = []  # pre-staging asked for, and when
+
+    def prepare(self, job: Prepare) -> int:
+        """Record that ``job`` was to be prepared (nothing to read ahead in memory)."""
+        self.prepared.append((job, self._clock()))
+        return 0
 
     def launch(self, spec: Launch) -> Handle:
         task_environment(spec)  # same validation as the real backends

@@ -66,6 +66,7 @@ from suanli.backends.base import (
     signal_number,
 )
 from suanli.backends.endings import exit_from_record, gone_without_record
+from suanli.backends.prepare import Prepare, warm_directory
 from suanli.backends.shim import (
     EXIT_FILE,
     FORWARDED,
@@ -231,6 +232,11 @@ class LocalBackend:
         """The working directory of a task launched without a ``cwd``:
         ``scratch/<scratch_id>/<job_id>/<attempt>/<task>``."""
         return self.scratch / self.scratch_id / job_dir_name(job_id) / str(attempt) / str(task)
+
+    def prepare(self, job: Prepare) -> int:
+        """``job`` is expected to start soon: read its checkpoint ahead into the page cache
+        (``suanli.backends.prepare``); returns the files asked for."""
+        return warm_directory(job.checkpoint_dir) if job.checkpoint_dir else 0
 
     def release(self, job_id: str, attempt: int) -> None:
         """Remove the attempt's scratch directories (the working directories of its tasks that

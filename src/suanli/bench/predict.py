@@ -151,6 +151,9 @@ class Row:
     as estimated at its submission| / its wait."""
     start_cover_p90: float = math.nan
     """Share of those jobs that started by the P90 of their estimate."""
+    train_s: float = 0.0
+    """Wall seconds the runtime predictor spent training (within ``wall_s``)."""
+    fits: int = 0
     wall_s: float = 0.0
 
     @property
@@ -257,6 +260,8 @@ def replay(p: Prepared, policy: str) -> Replay:
         coverage_p90=cov,
         start_error=float(np.median(start_rel)) if len(start_rel) else math.nan,
         start_cover_p90=float(start_covered.mean()) if len(start_covered) else math.nan,
+        train_s=rec.train_s,
+        fits=rec.fits,
         wall_s=time.perf_counter() - t0,
     )
     span = r.window[1] - r.window[0]
@@ -606,6 +611,7 @@ def pooled(results: Sequence[TraceResult], name: str) -> list[Row]:
             median_rel_error=mre, coverage_p90=cov,
             start_error=float(np.median(sr)) if len(sr) else math.nan,
             start_cover_p90=float(sc.mean()) if len(sc) else math.nan,
+            train_s=sum(r.row.train_s for r in reps), fits=sum(r.row.fits for r in reps),
             wall_s=sum(r.row.wall_s for r in reps),
         ))  # fmt: skip
     return out

@@ -48,7 +48,7 @@ def table(title: str, rows: list[Row]) -> Table:
     t = Table(title=title)
     cols = ("policy", "JCT h", "JCT P99 h", "queue h", "queue P99 h", "wait h", "alloc %",
             "preempt", "P50 MAE h", "P50 rel err", "P90 cover %", "start err",
-            "start P90 cover %", "s/replay")  # fmt: skip
+            "start P90 cover %", "train s", "s/replay")  # fmt: skip
     for c in cols:
         t.add_column(c, justify="left" if c == "policy" else "right")
     for r in rows:
@@ -58,7 +58,7 @@ def table(title: str, rows: list[Row]) -> Table:
             "-" if math.isnan(r.median_rel_error) else f"{r.median_rel_error:.2f}",
             _pct(r.coverage_p90),
             "-" if math.isnan(r.start_error) else f"{r.start_error:.2f}",
-            _pct(r.start_cover_p90), f"{r.wall_s:.1f}",
+            _pct(r.start_cover_p90), f"{r.train_s:.1f}" if r.fits else "-", f"{r.wall_s:.1f}",
         )  # fmt: skip
     return t
 

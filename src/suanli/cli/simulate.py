@@ -260,6 +260,8 @@ class Replay:
     speed_basis: SpeedBasis = REFERENCE
     window: Window | None = None
     start_estimates: bool = False
+    startup_s: float = 0.0
+    prestage: bool = False
 
 
 def simulate_one(
@@ -286,6 +288,8 @@ def simulate_one(
         speed_basis=replay.speed_basis,
         window=replay.window,
         start_estimates=replay.start_estimates,
+        startup_s=replay.startup_s,
+        prestage=replay.prestage,
     )
 
 
@@ -308,6 +312,8 @@ def run_all(
     window: Window | None = None,
     ray: str | None = None,
     start_estimates: bool = False,
+    startup_s: float = 0.0,
+    prestage: bool = False,
 ) -> list[SimResult]:
     """Simulate ``jobs`` under each policy set (same jobs, same seed), in this process one
     after another, or each as a task on the Ray cluster at ``ray`` (``suanli.sim.spread``:
@@ -327,6 +333,8 @@ def run_all(
         speed_basis,
         window,
         start_estimates,
+        startup_s,
+        prestage,
     )
     runs = [
         (
@@ -445,6 +453,24 @@ def simulate_command(
             help="Estimate each job's start at its submission, as `suanli queue` tells a "
             "waiting user (P50 and P90, from a plan of the queue on predicted runtimes); the "
             "per-job files get start_p50, start_p90 and start_error (docs/predict.md).",
+        ),
+    ] = False,
+    startup_delay: Annotated[
+        float,
+        typer.Option(
+            "--startup-delay",
+            min=0.0,
+            metavar="SECONDS",
+            help="Seconds every attempt spends starting on its GPUs (pulling its image, "
+            "staging its data) before its work begins.",
+        ),
+    ] = 0.0,
+    prestage: Annotated[
+        bool,
+        typer.Option(
+            "--prestage",
+            help="With --startup-delay: prepare each job the start-time plan expects to start "
+            "soon, so that it starts with less or none of that delay (docs/predict.md).",
         ),
     ] = False,
     skip_bad_rows: Annotated[
@@ -617,6 +643,8 @@ def simulate_command(
         with user_errors():
             parse_duty(duty)
     measure = window_option(window, steady=trace is None)
+    if prestage and startup_delay == 0:
+        fail("--prestage: only with a --startup-delay to save")
     if preemption_policy != "checkpoint-aware":
         if not preempt:
             fail("--preemption-policy: only with --preempt")
@@ -698,6 +726,8 @@ def simulate_command(
                     speed_basis=loaded.basis if loaded is not None else REFERENCE,
                     ray=ray,
                     start_estimates=start_estimates,
+                    startup_s=startup_delay,
+                    prestage=prestage,
                 )
             except SpreadError as e:
                 fail(f"--ray: {e}")

@@ -68,6 +68,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from suanli.backends.base import Backend, Outcome
+from suanli.backends.prepare import Prepare
 from suanli.config.tenancy import TenancyConfig
 from suanli.control.attempts import Health, LiveAttempt, job_of, one_line, to_ms
 from suanli.control.crash import crash_point
@@ -279,10 +280,12 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
             self.reasons.update((job_id, f"waiting: {down}") for job_id in self.pending)
         self._write_reasons(now)
         try:
-            self.starts.refresh(now, self._running_rows, self.sched.pending_jobs,
-                                self.pending.__contains__)  # fmt: skip
+            soon = self.starts.refresh(now, self._running_rows, self.sched.pending_jobs,
+                                       self.pending.__contains__)  # fmt: skip
         except Exception:  # noqa: BLE001 - an estimate must not stop scheduling
             log.exception("start-time estimates failed; scheduling goes on")
+            soon = []
+        self._prestage(soon, now)
         self._meter()
         if now - self.reconciled_at >= self.config.reconcile_interval_s:
             self.reconcile(now)
@@ -637,6 +640,24 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         self.written.pop(job_id, None)
         self.starts.left(job_id)
         return self.pending.pop(job_id)
+
+    def _prestage(self, soon: list[str], now: float) -> None:
+        """Ask the backend to prepare each job expected to start soon (if it can), and note
+        it in the job's history; a preparation that fails is logged, never fatal."""
+        prepare = getattr(self.backend, "prepare", None)
+        if prepare is None:
+            return
+        for job_id in soon:
+            entry = self.pending.get(job_id)
+            if entry is None:
+                continue
+            rec, spec, _ = entry
+            try:
+                files = prepare(Prepare(job_id, rec.attempts + 1, spec.checkpoint_dir))
+                js.add_event(self.store, job_id, to_ms(now), "prepared",
+                             f"expected to start soon; {files} checkpoint file(s) read ahead")  # fmt: skip
+            except Exception:  # noqa: BLE001 - pre-staging is an optimisation
+                log.exception("job %s: preparing it failed; it will start unprepared", job_id)
 
     def _running_rows(self) -> list[tuple[Job, float, JobPlacement]]:
         """The live attempts as a start-time plan needs them: job, since when, where (one not

@@ -8,6 +8,10 @@ takes it in (placed after the jobs the current plan holds), and the whole queue 
 the same plan); never every pass. Only estimates that moved are written, in one write: the
 estimator's damping keeps a small move from being one. The estimator learns each job's
 runtime at its end and each job's real wait at its start, as in the simulator.
+
+Pre-staging: a job the plan expects to start within ``PRESTAGE_LEAD_S`` is handed once to
+the backend's ``prepare`` (where it has one: ``suanli.backends.prepare``), and its history
+says so.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from collections.abc import Callable, Iterable, Sequence
 from suanli.control.attempts import to_ms
 from suanli.core.model import Job
 from suanli.core.scheduler import Scheduler
-from suanli.core.starts import REFRESH_S, Estimate, RunningRow, for_scheduler
+from suanli.core.starts import REFRESH_S, Estimate, RunningRow, for_runtime
 from suanli.core.view import ClusterView
 from suanli.store import Store
 from suanli.store import jobs as js
+
+PRESTAGE_LEAD_S = REFRESH_S + 60.0
+"""A pending job expected to start within this many seconds is prepared (a whole refresh of
+the plan ahead, so that the next refresh is not too late)."""
 
 
 def _ms(t: float) -> int | None:
@@ -34,10 +42,11 @@ class LiveStarts:
 
     def __init__(self, store: Store, view: ClusterView, sched: Scheduler) -> None:
         self.store = store
-        self.estimator, self._teach = for_scheduler(view, sched)
+        self.estimator, self._teach = for_runtime(view, sched.runtime)
         self.written: dict[str, js.StartEstimate] = {}  # pending job -> what the store has
         self.arrived: list[Job] = []
         self.full_at = -math.inf
+        self.prepared: set[str] = set()  # pending jobs the backend was asked to prepare
 
     def arrive(self, job: Job) -> None:
         """``job`` was taken in: it is estimated at the end of this pass."""
@@ -59,10 +68,12 @@ class LiveStarts:
         """``job_id`` was admitted at ``at``: it waits no longer."""
         self.estimator.started(job_id, at)
         self.written.pop(job_id, None)
+        self.prepared.discard(job_id)
 
     def left(self, job_id: str) -> None:
         """``job_id`` is no longer pending (cancelled, refused)."""
         self.written.pop(job_id, None)
+        self.prepared.discard(job_id)
 
     def refresh(
         self,
@@ -70,15 +81,16 @@ class LiveStarts:
         running: Callable[[], Iterable[RunningRow]],
         pending: Callable[[], Sequence[Job]],
         is_pending: Callable[[str], bool],
-    ) -> int:
+    ) -> list[str]:
         """This pass's estimates: the jobs that arrived, or every pending job once
-        ``REFRESH_S`` has passed since the last time; the moved ones written. Returns how
-        many were written."""
+        ``REFRESH_S`` has passed since the last time; the moved ones written. Returns the
+        jobs to prepare now: those expected to start within ``PRESTAGE_LEAD_S`` that were
+        not prepared yet (pre-staging)."""
         arrived = [j for j in self.arrived if is_pending(j.id)]
         self.arrived.clear()
         due = now - self.full_at >= REFRESH_S
         if not due and not arrived:
-            return 0
+            return []
         got = self.estimator.estimate(now, running, pending, None if due else arrived)
         if due:
             self.full_at = now
@@ -88,7 +100,11 @@ class LiveStarts:
             if self.written.get(job_id) != row:
                 changed[job_id] = self.written[job_id] = row
         js.set_start_estimates(self.store, changed)
-        return len(changed)
+        soon = [
+            j for j, e in got.items() if e.p50 <= now + PRESTAGE_LEAD_S and j not in self.prepared
+        ]
+        self.prepared.update(soon)
+        return soon
 
     @staticmethod
     def _row(e: Estimate) -> js.StartEstimate:

@@ -31,8 +31,9 @@ how far ahead it is.
 Estimates are made at submission and on request, never every cycle, and do not jump: a plan
 is kept for ``refresh`` seconds (jobs submitted meanwhile are placed after the jobs it holds,
 as conservative backfill would); after that the next request plans again from what is
-running and pending then, and an estimate already given stands unless the new plan moves it
-by more than ``DAMPING`` of how far ahead it is.
+running and pending then (unless those are the same jobs and nothing the plan foresaw, an
+end or a start, has come: the same plan would come out), and an estimate already given stands
+unless the new plan moves it by more than ``DAMPING`` of how far ahead it is.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from numba import njit
 from suanli.core.decisions import JobPlacement
 from suanli.core.model import MILLI, Job, TaskRequest
 from suanli.core.registry import create
-from suanli.core.scheduler import Scheduler
 from suanli.core.seams import PLAN_Q, RuntimeEstimator
 from suanli.core.view import ClusterView
 
@@ -462,9 +462,11 @@ class StartEstimator:
             _charge_running(edges, np.ascontiguousarray(run_end[qi]), run_use, used)
             self._plans.append(used)
         self._known = {}
-        if len(self._shown) > 2 * len(pending) + 1000:
+        if len(self._shown) + len(self._said) > 4 * len(pending) + 2000:
+            # What was said of jobs gone without starting (cancelled): forgotten.
             here = {j.id for j in pending}
             self._shown = {k: v for k, v in self._shown.items() if k in here}
+            self._said = {k: v for k, v in self._said.items() if k in here}
         self._planned_at = now
         self._planned_state = self._state(rows, pending)
         self.plans += 1
@@ -495,15 +497,15 @@ class StartEstimator:
         )
 
 
-def for_scheduler(
-    view: ClusterView, sched: Scheduler
+def for_runtime(
+    view: ClusterView, runtime: RuntimeEstimator
 ) -> tuple[StartEstimator, Callable[[Job, float, float], None] | None]:
-    """The start-time estimator for ``sched``'s queue, and what else to tell of each job's
-    end besides ``StartEstimator.learn`` (None: nothing). It plans with the scheduler's
-    runtime predictor where there is one, else with a ``runtime/history`` predictor of its
-    own (a user's estimate or a default is no runtime to plan a queue on, and the oracle's
-    would make no estimate), which must then learn each job's runtime at its end."""
-    if getattr(sched.runtime, "quantile", None) is not None:
-        return StartEstimator(view, sched.runtime), None
+    """The start-time estimator for a queue whose scheduler has ``runtime``, and what else to
+    tell of each job's end besides ``StartEstimator.learn`` (None: nothing). It plans with
+    ``runtime`` where it is a predictor, else with a ``runtime/history`` predictor of its own
+    (a user's estimate or a default is no runtime to plan a queue on, and the oracle's would
+    make no estimate), which must then learn each job's runtime at its end."""
+    if getattr(runtime, "quantile", None) is not None:
+        return StartEstimator(view, runtime), None
     own = create("runtime", "history")
     return StartEstimator(view, own), own.learn

@@ -54,12 +54,15 @@ from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
 from suanli.core.speed import REFERENCE, SpeedBasis
-from suanli.core.starts import RunningRow, for_scheduler
+from suanli.core.starts import RunningRow, for_runtime
 from suanli.core.tenancy import TenancySpec
 from suanli.core.view import ClusterView
 from suanli.sim.attempts import FINISHED, PREEMPTED, RUNNING, AttemptLog
 from suanli.sim.explain import Explainer
 from suanli.sim.results import JobRecords, SimResult, Window, summarise
+
+PRESTAGE_STEP_S = 60.0
+"""How often a replay with pre-staging asks which waiting jobs will start soon (seconds)."""
 
 GC_FREEZE_JOBS = 20_000
 """Replays of at least this many jobs freeze the garbage collector's view of the heap."""
@@ -85,6 +88,8 @@ def simulate(
     speed_basis: SpeedBasis = REFERENCE,
     window: Window | None = None,
     start_estimates: bool = False,
+    startup_s: float = 0.0,
+    prestage: bool = False,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -109,7 +114,18 @@ def simulate(
     (``suanli.sim.results.Window``; default: first to last arrival, all jobs).
     ``start_estimates``: estimate each job's start at its submission (``suanli.core.starts``,
     with the policy set's runtime estimator), kept in ``records.start_estimate``.
+    ``startup_s``: seconds every attempt spends starting (pulling its image, staging its
+    data) on the GPUs it was given, before its work begins. ``prestage``: prepare a job
+    before its GPUs are free: every ``PRESTAGE_STEP_S`` the start-time plan is asked which
+    pending jobs are expected to start within ``startup_s`` (plus a step), and each is staged
+    from then on; a staged job starts with its start-up cut by the time it was staged (none
+    left once it had ``startup_s``). ``records.startup_paid`` and ``records.startup_saved``
+    say, per job, what its attempts spent and saved.
     """
+    if not startup_s >= 0:
+        raise SpecError(f"startup_s must be >= 0 seconds, got {startup_s}")
+    if prestage and startup_s == 0:
+        raise SpecError("prestage needs a start-up delay to save (startup_s > 0)")
     if cycle_interval < 0:
         raise SpecError(f"cycle_interval must be >= 0, got {cycle_interval}")
     setting = Setting(
@@ -146,6 +162,8 @@ def simulate(
             speed_basis,
             window,
             start_estimates,
+            startup_s,
+            prestage,
         )
     finally:
         if freeze:
@@ -175,6 +193,7 @@ class _Replay:
         view: ClusterView,
         notes: Explainer,
         overhead: float,
+        startup_s: float = 0.0,
     ) -> None:
         n = len(jobs)
         self.sched = sched
@@ -206,6 +225,10 @@ class _Replay:
         self.notes = notes
         self.explaining = bool(notes)  # a plain bool: tested at every decision
         self.overhead = overhead
+        self.startup = startup_s
+        self.staged: dict[int, float] = {}  # pending job index -> staged since
+        self.startup_paid = [0.0] * n  # start-up seconds its attempts spent on their GPUs
+        self.startup_saved = [0.0] * n  # start-up seconds staging saved them
         self.speeds = view.node_speed.tolist()
         self.seq = 0
         self.busy_milli = 0.0
@@ -248,6 +271,12 @@ class _Replay:
         self.seq += 1
         rate = placed * speed / job.tasks
         extra = self.overhead if self.preempted[i] else 0.0
+        if self.startup:
+            since = self.staged.pop(i, None)
+            saved = min(self.startup, t - since) if since is not None else 0.0
+            extra += self.startup - saved
+            self.startup_paid[i] += self.startup - saved
+            self.startup_saved[i] += saved
         self.attempt_start[i] = t
         self.attempt_rate[i] = rate
         self.attempt_seq[i] = self.seq
@@ -303,6 +332,8 @@ def _run(
     speed_basis: SpeedBasis = REFERENCE,
     window: Window | None = None,
     start_estimates: bool = False,
+    startup_s: float = 0.0,
+    prestage: bool = False,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -323,12 +354,16 @@ def _run(
         view,
         notes,
         preemption.restart_overhead if preemption is not None else 0.0,
+        startup_s,
     )
     submit = [j.submit for j in jobs]
     quantile = getattr(sched.runtime, "quantile", None)
     p50 = np.full(n, np.nan)
     p90 = np.full(n, np.nan)
-    starts, teach = for_scheduler(view, sched) if start_estimates else (None, None)
+    starts, teach = for_runtime(view, sched.runtime) if start_estimates or prestage else (None, None)
+    next_stage = -math.inf
+    lead = startup_s + PRESTAGE_STEP_S
+    staged = rep.staged
     est_early = np.full(n, np.nan)
     est_late = np.full(n, np.nan)
     arrived: list[int] = []  # jobs submitted at this instant (when estimating starts)
@@ -385,7 +420,7 @@ def _run(
                 notes.submitted(jobs[nxt].id, t)
             if told is not None:
                 apply((told,), rep, t)
-            if starts is not None:
+            if start_estimates:
                 arrived.append(nxt)
             nxt += 1
         if cycle_interval > 0 and t != t_tick:
@@ -419,6 +454,15 @@ def _run(
                     est_early[index[jid]] = e.p50
                     est_late[index[jid]] = e.p90
             arrived.clear()
+        if prestage and t >= next_stage and len(sched):
+            # Which waiting jobs will start soon, by the plan (made again as it is due): each
+            # is staged from now until it starts.
+            assert starts is not None
+            next_stage = t + PRESTAGE_STEP_S
+            index = rep.index
+            for jid, e in starts.estimate(t, running_rows, sched.pending_jobs).items():
+                if e.p50 <= t + lead:
+                    staged.setdefault(index[jid], t)
         if explaining:
             notes.after_cycle(t, sched.reason)
         s_t.append(t)
@@ -446,8 +490,13 @@ def _run(
     rec.waited = rep.waited
     if quantile is not None:
         rec.predicted = (p50, p90)
-    if starts is not None:
+    rec.train_s = float(getattr(sched.runtime, "train_seconds", 0.0))
+    rec.fits = int(getattr(sched.runtime, "fits", 0))
+    if start_estimates:
         rec.start_estimate = (est_early, est_late)
+    if startup_s:
+        rec.startup_paid = np.array(rep.startup_paid)
+        rec.startup_saved = np.array(rep.startup_saved)
     rec.budget = rep.budget_notes
     if preemption is not None:
         rec.preemptions = np.array(rep.preempted, dtype=np.int64)

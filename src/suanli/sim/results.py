@@ -138,6 +138,15 @@ class JobRecords:
     predicted: tuple[np.ndarray, np.ndarray] | None = None
     """The P50 and P90 of each job's runtime as the runtime predictor predicted them at its
     submission (None: the estimator predicts no quantiles)."""
+    startup_paid: np.ndarray | None = None
+    """Start-up seconds each job's attempts spent on their GPUs (None: no start-up delay)."""
+    startup_saved: np.ndarray | None = None
+    """Start-up seconds pre-staging saved each job."""
+    train_s: float = 0.0
+    """Wall seconds the runtime predictor spent training in the run (a statistic: 0 for an
+    estimator that does not train)."""
+    fits: int = 0
+    """How many times it trained."""
     start_estimate: tuple[np.ndarray, np.ndarray] | None = None
     """When each job was expected to start, as estimated at its submission
     (``suanli.core.starts``): the P50 and the P90 of the range, absolute times; NaN for a job never estimated (refused at submission), the start itself for

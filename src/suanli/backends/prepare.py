@@ -1,0 +1,73 @@
+"""Pre-staging: a job expected to start soon is prepared before its GPUs are free
+(``Backend.prepare``, optional; the control plane's loop asks, ``suanli.control.starts``).
+
+What a backend can prepare is what a start waits for. On this machine (the local backend)
+that is the job's checkpoint: a job that resumes reads its checkpoint directory first, so the
+files there are read ahead into the page cache (``posix_fadvise(WILLNEED)``: the kernel reads
+them in the background; nothing is read into this process). Only regular files directly in
+the directory, opened without following links and without blocking, at most ``MAX_FILES``
+of them and ``MAX_BYTES`` in all: a spec cannot make the control plane open a device, a FIFO
+or another user's tree through a link, nor read without bound.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_FILES = 256
+MAX_BYTES = 64 * 2**30
+"""The most a preparation reads ahead: files, and bytes over them (64 GiB)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prepare:
+    """A job to prepare: its id, the attempt that will run, and its checkpoint directory
+    (None: it has none)."""
+
+    job_id: str
+    attempt: int
+    checkpoint_dir: str | None
+
+
+def warm_directory(directory: str | Path, max_files: int = MAX_FILES,
+                   max_bytes: int = MAX_BYTES) -> int:  # fmt: skip
+    """Ask the kernel to read ahead the regular files directly in ``directory`` (see the
+    module docstring); returns how many files it asked for. A directory that is missing, a
+    link, or unreadable warms nothing."""
+    fadvise = getattr(os, "posix_fadvise", None)
+    if fadvise is None:
+        return 0  # not on this platform
+    try:
+        if not stat.S_ISDIR(os.lstat(directory).st_mode):
+            return 0
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    warmed = 0
+    budget = max_bytes
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    for entry in sorted(entries, key=lambda e: e.name):
+        if warmed >= max_files or budget <= 0:
+            break
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            fd = os.open(entry.path, flags)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue  # swapped for something else since it was listed
+            length = min(st.st_size, budget)
+            fadvise(fd, 0, length, os.POSIX_FADV_WILLNEED)
+            budget -= length
+            warmed += 1
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return warmed
