@@ -209,12 +209,13 @@ def _scaled(job: Job, scale: float) -> Job:
     return replace(job, submit=job.submit * scale)
 
 
-def replay(p: Prepared, policy: str) -> Replay:
-    """One replay of ``p`` under ``policy`` and its row."""
+def replay(p: Prepared, policy: str, start_estimates: bool = True) -> Replay:
+    """One replay of ``p`` under ``policy`` and its row (``start_estimates``: each job's
+    start estimated at its submission and scored; the load rule's search needs none)."""
     ps = PolicySet.parse(policy)
     t0 = time.perf_counter()
     r = simulate(p.cluster, p.jobs, ps, preemption=preemption_for(ps), speed_basis=p.basis,
-                 start_estimates=True)  # fmt: skip
+                 start_estimates=start_estimates)  # fmt: skip
     rec = r.records
     true = np.fromiter((p.runtime[i] for i in rec.ids), np.float64, len(rec.ids))
     jct = rec.finish - rec.submit
@@ -311,7 +312,7 @@ class TimeScale:
 
 
 def _fifo_ratio(trace: LoadedTrace, jobs: Sequence[Job], scale: float) -> tuple[float, Replay]:
-    rp = replay(prepare(trace, scale, jobs), FIFO)
+    rp = replay(prepare(trace, scale, jobs), FIFO, start_estimates=False)
     mean_rt = float(np.mean([j.runtime for j in jobs]))
     return rp.row.wait_mean / mean_rt if mean_rt > 0 else math.nan, rp
 
@@ -544,21 +545,20 @@ def run_trace(
     workers: int = 1,
     loaded: tuple[LoadedTrace, list[Job]] | None = None,
 ) -> TraceResult:
-    """The load rule, then every policy set on ``spec`` at the scale found (FIFO's row is
-    the search's run at that scale), spread over ``workers`` processes."""
+    """The load rule, then every policy set on ``spec`` at the scale found, spread over
+    ``workers`` processes (FIFO's row is run again there: the search's runs estimate no
+    start times, which cost most where the search overloads the cluster)."""
     t0 = time.perf_counter()
     trace, jobs = loaded if loaded is not None else load(spec, trace_dir, first)
     ts = find_time_scale(trace, jobs)
     search_s = time.perf_counter() - t0
     labels = [PolicySet.parse(p).label for p in policies]
-    todo = [p for p, lab in zip(policies, labels, strict=True) if lab != FIFO or ts.fifo is None]
+    todo = list(policies)
     prepared = prepare(trace, ts.scale, jobs)
     # Longest first (the preemptive orders), so that the pool's last replays are short ones.
     order = sorted(range(len(todo)), key=lambda i: not preemptive(PolicySet.parse(todo[i]).queue))
     done = spread_map(run_one, [todo[i] for i in order], prepared, workers=workers)
     by_label = {r.row.policy: r for r in done}
-    if ts.fifo is not None:
-        by_label.setdefault(FIFO, ts.fifo)
     replays = [by_label[lab] for lab in labels]
     return TraceResult(
         spec=trace.spec,
