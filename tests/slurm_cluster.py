@@ -173,10 +173,10 @@ def _with_descendants(roots: Iterable[int]) -> set[int]:
     return found
 
 
-def _sigkill(pids: Iterable[int]) -> None:
+def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -616,15 +616,25 @@ StorageLoc={DB_NAME}
     def kill_node(self, name: str) -> None:
         """SIGKILL the node's slurmd and every process of its jobs at once, as the loss of the
         machine would take them; slurmctld notices only when the node stops answering."""
+        # Frozen first (SIGSTOP), then killed: a task's wrapper that outlived its child by a
+        # moment would write the child's death as the task's end, which a lost machine never
+        # does. A stopped process neither runs nor forks.
+        frozen: set[int] = set()
+        for _ in range(50):  # until no process of the node is left running
+            pids = self.node_pids(name) - frozen
+            if not pids:
+                break
+            _signal(pids, signal.SIGSTOP)
+            frozen |= pids
         proc = self._procs.get(f"slurmd:{name}")
         if proc is not None:
             proc.kill()
             proc.wait()
-        for _ in range(50):  # until none is left (a dying job may still fork)
+        for _ in range(50):  # until none is left
             pids = self.node_pids(name)
             if not pids:
                 return
-            _sigkill(pids)
+            _signal(pids, signal.SIGKILL)
             time.sleep(0.05)
         raise AssertionError(f"processes of {name} survive SIGKILL: {sorted(pids)}")
 

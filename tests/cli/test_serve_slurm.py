@@ -208,29 +208,30 @@ def test_slurmctld_down_and_back_under_a_submission_load_loses_and_repeats_nothi
         assert placed[0] != placed[1], placed
         cluster.stop_controller()
         dead = placed[1]
-        try:
-            cluster.kill_node(dead)
-            # Once the control plane has seen the outage (its next read of Slurm's queue,
-            # within a second): a launch that met it first would be lost, and requeued as a
-            # second attempt, never a second run.
-            deadline = time.monotonic() + DEADLINE_S
-            while srv.server.backend.available() is None:
-                assert time.monotonic() < deadline, "the outage was never seen"
-                time.sleep(0.1)
-            load = [submit(c, command=[PY, "-c", "print('ran')"], gpus=1) for _ in range(16)]
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                job = c.get(f"/v1/jobs/{load[-1]}").json()["job"]
-                if "has not answered" in (job.get("reason") or ""):
-                    break
-                assert time.monotonic() < deadline, job
-                time.sleep(0.2)
-            assert {c.get(f"/v1/jobs/{j}").json()["job"]["state"] for j in load} == {"pending"}
-            for j in (first, doomed):
-                assert c.get(f"/v1/jobs/{j}").json()["job"]["state"] == "running"
-        finally:
-            cluster.start_controller()
-        try:
+        try:  # the dead node comes back whatever fails: later tests need both nodes
+            try:
+                cluster.kill_node(dead)
+                # Once the control plane has seen the outage (its next read of Slurm's queue,
+                # within a second): a launch that met it first would be lost, and requeued as
+                # a second attempt, never a second run.
+                deadline = time.monotonic() + DEADLINE_S
+                while srv.server.backend.available() is None:
+                    assert time.monotonic() < deadline, "the outage was never seen"
+                    time.sleep(0.1)
+                load = [submit(c, command=[PY, "-c", "print('ran')"], gpus=1) for _ in range(16)]
+                deadline = time.monotonic() + DEADLINE_S
+                while True:
+                    job = c.get(f"/v1/jobs/{load[-1]}").json()["job"]
+                    if "has not answered" in (job.get("reason") or ""):
+                        break
+                    assert time.monotonic() < deadline, job
+                    time.sleep(0.2)
+                assert {c.get(f"/v1/jobs/{j}").json()["job"]["state"] for j in load} == {"pending"}
+                for j in (first, doomed):
+                    got = admin.get(f"/v1/jobs/{j}").json()
+                    assert got["job"]["state"] == "running", (j, got["attempts"])
+            finally:
+                cluster.start_controller()
             deadline = time.monotonic() + DEADLINE_S
             while True:  # Slurm declares the dead node's job NODE_FAIL after SlurmdTimeout
                 attempts = admin.get(f"/v1/jobs/{doomed}").json()["attempts"]
