@@ -25,6 +25,7 @@ from suanli.control.metrics import ControlMetrics
 from suanli.metering.charges import Charge
 from suanli.store import Store, open_store, post_charges
 from suanli.store import jobs as js
+from suanli.store import predictions as pr
 from suanli.store.tokens import create_token
 
 NOW = 1_764_000_000_000
@@ -157,7 +158,7 @@ def test_queue_and_show_tell_a_waiting_job_when_it_will_start(server: Server) ->
     ok(server.run("ana", "submit", "--gpus", "2", "--", "train"))
     ok(server.run("ana", "submit", "--gpus", "2", "--", "train"))
     planned = 1_764_000_000_000
-    js.set_start_estimates(server.store, {"1": (planned + 600_000, planned + 5_400_000, planned),
+    pr.set_start_estimates(server.store, {"1": (planned + 600_000, planned + 5_400_000, planned),
                                           "3": (None, None, planned)})  # fmt: skip
     listed = json.loads(ok(server.run("ana", "queue", "--json")))["jobs"]
     first = listed[0]["start_estimate"]

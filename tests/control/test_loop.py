@@ -28,6 +28,7 @@ from suanli.core.starts import REFRESH_S
 from suanli.sim.engine import PolicySet, simulate
 from suanli.store import Store, read_usage
 from suanli.store import jobs as js
+from suanli.store import predictions as pr
 
 CLUSTER = "2x4xTESTGPU[gpumem=80G,speed=1]"
 
@@ -499,10 +500,10 @@ def test_a_restarted_control_plane_learns_from_its_stores_history(store: Store) 
     # cancelled job taught nothing.
     again, _ = make(store, clock, policy="qssf@history+best-fit")
     again.recover()
-    runs = js.ended_runs(store, 100)
+    runs = pr.ended_runs(store, 100)
     assert [r.job.id for r in runs] == ran  # the 40..80 s jobs ended in that order
     assert [round(r.runtime_s) for r in runs] == [40, 50, 60, 70, 80]
     assert again.sched.runtime.learned == len(ran) == learned_before  # type: ignore[attr-defined]
     assert again.starts.estimator.calibration.n == len(ran)
     # Only the latest are read: a limit takes the last ones to end.
-    assert [r.job.id for r in js.ended_runs(store, 2)] == ran[-2:]
+    assert [r.job.id for r in pr.ended_runs(store, 2)] == ran[-2:]

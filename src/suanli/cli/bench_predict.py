@@ -31,13 +31,10 @@ from suanli.bench.predict import (
 )
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.options import TraceDirOption, WorkersOption
+from suanli.cli.table import hours
 from suanli.core.model import SpecError
 from suanli.core.registry import UnknownPolicyError
 from suanli.sim.spread import where
-
-
-def _h(seconds: float) -> str:
-    return "-" if math.isnan(seconds) else f"{seconds / 3600:.2f}"
 
 
 def _pct(x: float) -> str:
@@ -53,8 +50,8 @@ def table(title: str, rows: list[Row]) -> Table:
         t.add_column(c, justify="left" if c == "policy" else "right")
     for r in rows:
         t.add_row(
-            r.policy, _h(r.jct_mean), _h(r.jct_p99), _h(r.queue_mean), _h(r.queue_p99),
-            _h(r.wait_mean), _pct(r.allocation), str(r.preemptions), _h(r.mae_s),
+            r.policy, hours(r.jct_mean), hours(r.jct_p99), hours(r.queue_mean), hours(r.queue_p99),
+            hours(r.wait_mean), _pct(r.allocation), str(r.preemptions), hours(r.mae_s),
             "-" if math.isnan(r.median_rel_error) else f"{r.median_rel_error:.2f}",
             _pct(r.coverage_p90),
             "-" if math.isnan(r.start_error) else f"{r.start_error:.2f}",

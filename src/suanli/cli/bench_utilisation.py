@@ -16,11 +16,8 @@ from rich.table import Table
 from suanli.bench.utilisation import Report, describe, run_scenario
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.options import TraceDirOption
+from suanli.cli.table import hours
 from suanli.traces import find_trace_dir
-
-
-def _h(seconds: float) -> str:
-    return "-" if math.isnan(seconds) else f"{seconds / 3600:.2f}"
 
 
 def table(r: Report) -> Table:
@@ -34,7 +31,7 @@ def table(r: Report) -> Table:
             s.name, f"{s.allocation:.1%}"[:-1], f"{s.utilisation:.1%}"[:-1],
             f"{s.useful_gpu_hours:,.0f}", f"{s.slo_attainment:.2%}"[:-1],
             "inf" if math.isinf(s.p99_latency) else f"{s.p99_latency:.2f}",
-            _h(s.jct_mean), _h(s.jct_p99), _h(s.queue_mean), _h(s.queue_p99),
+            hours(s.jct_mean), hours(s.jct_p99), hours(s.queue_mean), hours(s.queue_p99),
             str(s.preemptions), str(s.resizes), f"{s.lost_gpu_hours:,.1f}",
         )  # fmt: skip
     return t

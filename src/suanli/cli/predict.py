@@ -21,22 +21,20 @@ from suanli.api.schemas import iso
 from suanli.cli.client_http import expected_start, print_json, print_rows
 from suanli.cli.dbtarget import DbOpt, store_at
 from suanli.cli.errors import fail, user_errors
+from suanli.cli.table import hours
 from suanli.control.attempts import job_of
 from suanli.control.repair import HISTORY_JOBS
 from suanli.core.model import Job, SpecError
 from suanli.core.registry import create
 from suanli.predict.accuracy import accuracy, replay_runs
 from suanli.store import jobs as js
+from suanli.store import predictions as pr
 
 QUANTILES = (0.5, 0.8, 0.9, 0.95)
 """The quantiles ``--job`` shows."""
 
 
-def _h(seconds: float) -> str:
-    return "-" if math.isnan(seconds) else f"{seconds / 3600:.2f}"
-
-
-def _runs(runs: list[js.EndedRun]) -> list[tuple[Job, float, float]]:
+def _runs(runs: list[pr.EndedRun]) -> list[tuple[Job, float, float]]:
     out = []
     for r in runs:
         try:
@@ -69,7 +67,7 @@ def predict_command(
     """Runtime estimators' accuracy on the store's recent jobs, and one job's estimate."""
     names = runtime or ["history", "learned"]
     with user_errors(), store_at(db, must_exist=True) as (store, shown):
-        history = _runs(js.ended_runs(store, HISTORY_JOBS))
+        history = _runs(pr.ended_runs(store, HISTORY_JOBS))
         rec = js.get_job(store, job_id) if job_id is not None else None
     if job_id is not None and rec is None:
         fail(f"--job: no job {job_id!r} in {shown}")
@@ -104,7 +102,7 @@ def predict_command(
                "scored, each predicted at its submission from the jobs that had ended by then")  # fmt: skip
     cols = ("ESTIMATOR", "P50 MAE h", "P50 REL ERR", "P50 COVER %", "P90 COVER %")
     print_rows(cols, (
-        (r["runtime"], _h(r["mae_s"] if r["mae_s"] is not None else math.nan),
+        (r["runtime"], hours(r["mae_s"] if r["mae_s"] is not None else math.nan),
          "-" if r["median_rel_error"] is None else f"{r['median_rel_error']:.2f}",
          "-" if r["coverage_p50"] is None else f"{100 * r['coverage_p50']:.1f}",
          "-" if r["coverage_p90"] is None else f"{100 * r['coverage_p90']:.1f}")
@@ -114,7 +112,7 @@ def predict_command(
         typer.echo(f"\njob {rec.id} ({rec.state}): predicted runtime, hours")
         qcols = ("ESTIMATOR", *(f"P{round(q * 100)}" for q in QUANTILES))
         print_rows(qcols, (
-            (r["runtime"], *(_h(v) for v in r["job"].values())) for r in out["estimators"]
+            (r["runtime"], *(hours(v) for v in r["job"].values())) for r in out["estimators"]
         ), right=qcols[1:])  # fmt: skip
         if rec.state == "pending":
             typer.echo(f"expected start: {expected_start(out['job']['start_estimate'])}")

@@ -27,6 +27,11 @@ Better = Literal["min", "max", None]
 _UNITS = (("d", 86400.0), ("h", 3600.0), ("min", 60.0))
 
 
+def hours(seconds: float) -> str:
+    """Seconds as hours to two decimals (``-`` for NaN): the bench tables' one unit."""
+    return "-" if math.isnan(seconds) else f"{seconds / 3600:.2f}"
+
+
 @dataclass(frozen=True, slots=True)
 class _Row:
     name: str

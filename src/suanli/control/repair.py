@@ -23,6 +23,7 @@ from suanli.control.attempts import LiveAttempt, job_of, one_line, stopping_outc
 from suanli.control.crash import crash_point
 from suanli.core.model import SpecError
 from suanli.store import jobs as js
+from suanli.store import predictions as pr
 
 if TYPE_CHECKING:
     from suanli.control.loop import Controller
@@ -57,7 +58,7 @@ class Repair:
         ``HISTORY_JOBS`` ended runs, in the order they ended, as if they had ended while this
         control plane ran: a restart does not forget what jobs taught it. A record whose
         spec no longer reads is passed over."""
-        for run in js.ended_runs(self.store, HISTORY_JOBS):
+        for run in pr.ended_runs(self.store, HISTORY_JOBS):
             try:
                 _, job = job_of(run.job)
             except (SpecError, ValueError):

@@ -25,7 +25,7 @@ from suanli.core.scheduler import Scheduler
 from suanli.core.starts import REFRESH_S, Estimate, RunningRow, for_runtime
 from suanli.core.view import ClusterView
 from suanli.store import Store
-from suanli.store import jobs as js
+from suanli.store import predictions as pr
 
 PRESTAGE_LEAD_S = REFRESH_S + 60.0
 """A pending job expected to start within this many seconds is prepared (a whole refresh of
@@ -43,7 +43,7 @@ class LiveStarts:
     def __init__(self, store: Store, view: ClusterView, sched: Scheduler) -> None:
         self.store = store
         self.estimator, self._teach = for_runtime(view, sched.runtime)
-        self.written: dict[str, js.StartEstimate] = {}  # pending job -> what the store has
+        self.written: dict[str, pr.StartEstimate] = {}  # pending job -> what the store has
         self.arrived: list[Job] = []
         self.full_at = -math.inf
         self.prepared: set[str] = set()  # pending jobs the backend was asked to prepare
@@ -94,12 +94,12 @@ class LiveStarts:
         got = self.estimator.estimate(now, running, pending, None if due else arrived)
         if due:
             self.full_at = now
-        changed: dict[str, js.StartEstimate] = {}
+        changed: dict[str, pr.StartEstimate] = {}
         for job_id, e in got.items():
             row = self._row(e)
             if self.written.get(job_id) != row:
                 changed[job_id] = self.written[job_id] = row
-        js.set_start_estimates(self.store, changed)
+        pr.set_start_estimates(self.store, changed)
         soon = [
             j for j, e in got.items() if e.p50 <= now + PRESTAGE_LEAD_S and j not in self.prepared
         ]
@@ -107,5 +107,5 @@ class LiveStarts:
         return soon
 
     @staticmethod
-    def _row(e: Estimate) -> js.StartEstimate:
+    def _row(e: Estimate) -> pr.StartEstimate:
         return (_ms(e.p50), _ms(e.p90), to_ms(e.planned_at))
