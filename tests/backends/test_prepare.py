@@ -43,5 +43,5 @@ def test_the_local_backend_prepares_a_jobs_checkpoint(tmp_path: Path) -> None:
     ckpt.mkdir()
     (ckpt / "step-100.pt").write_bytes(b"w" * 1024)
     backend = LocalBackend(tmp_path / "runs")
-    assert backend.prepare(Prepare("7", 1, str(ckpt))) == 1
-    assert backend.prepare(Prepare("8", 1, None)) == 0
+    assert backend.prepare(Prepare("7", 1, str(ckpt))) == "1 checkpoint file(s) read ahead"
+    assert backend.prepare(Prepare("8", 1, None)) == "0 checkpoint file(s) read ahead"

@@ -12,6 +12,7 @@ task's end is read from the shared path.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +197,39 @@ def test_an_outage_loses_nothing_early_and_a_given_up_task_never_runs_on(
             time.sleep(0.2)
     finally:
         b.close()
+
+
+def test_a_job_expected_soon_has_its_checkpoint_read_ahead_on_its_nodes(
+    backend: Any, ray_cluster: Any
+) -> None:
+    """Pre-staging on Ray: the actor of a running suanli task on each node the waiting job
+    is expected to land on reads the job's checkpoint ahead there (two regular files; a link
+    in it is not followed); a node without such a task is skipped, and said to be."""
+    from suanli.backends.prepare import Prepare, prepared_path
+
+    ckpt = Path(ray_cluster.base) / "ckpt-next"
+    ckpt.mkdir(exist_ok=True)
+    (ckpt / "model.pt").write_bytes(b"x" * 4096)
+    (ckpt / "optim.pt").write_bytes(b"y" * 4096)
+    if not (ckpt / "elsewhere").is_symlink():
+        (ckpt / "elsewhere").symlink_to("/etc/passwd")
+    h = backend.launch(Launch("ending", 1, 0, ("sleep", "30"), gpus=(2,), node="node-b",
+                              grace_s=0))  # fmt: skip
+    ask = Prepare("next", 1, str(ckpt), ("node-b", "node-a"))
+    deadline = time.monotonic() + DEADLINE_S
+    while (note := backend.prepare(ask)).startswith("no suanli task"):
+        assert time.monotonic() < deadline, note  # (until its actor says it started)
+        backend.poll()
+        time.sleep(0.1)
+    assert note == "checkpoint read ahead on 1 of 2 expected node(s): node-b"
+    answer = prepared_path(h.run_dir)
+    while not answer.exists():
+        assert time.monotonic() < deadline, "the task's actor never read the checkpoint ahead"
+        time.sleep(0.1)
+    got = json.loads(answer.read_text())
+    assert got["job_id"] == "next" and got["files"] == 2
+    assert backend.prepare(Prepare("none", 1, None, ("node-b",))).startswith("no checkpoint")
+    backend.stop(h, Outcome.CANCELLED)
+    [e] = wait_exits(backend, 1)
+    assert e.outcome is Outcome.CANCELLED
+    backend.release("ending", 1)

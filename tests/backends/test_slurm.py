@@ -293,3 +293,39 @@ def test_a_task_cannot_forge_its_end_nor_a_stop(backend: SlurmBackend) -> None:
     assert "a stop suanli did not ask for" in e.detail, e
     assert e.finished_at >= began
     assert text(backend, h).split() == (["denied"] if ROOT else ["wrote", "a", "request"])
+
+
+def test_a_job_expected_soon_has_its_checkpoint_read_ahead_by_a_step_of_its_user(
+    backend: SlurmBackend, cluster: sc.SlurmTestCluster
+) -> None:
+    """Pre-staging on Slurm: the batch step of a running suanli task of the waiting job's
+    user, on a node the job is expected to land on, reads the job's checkpoint ahead there,
+    as that user (a file only root may read is not read); a task of another user is never
+    asked (it could neither read the files nor be told where they are)."""
+    from suanli.backends.prepare import Prepare, prepared_path
+
+    ckpt = cluster.base / f"ckpt-{time.monotonic_ns()}"
+    ckpt.mkdir(mode=0o755)
+    for name in ("model.pt", "optim.pt"):
+        (ckpt / name).write_bytes(b"x" * 4096)
+        (ckpt / name).chmod(0o644)
+    (ckpt / "secret.pt").write_bytes(b"s" * 4096)
+    (ckpt / "secret.pt").chmod(0o600)
+    h = backend.launch(spec("ending", "print('up', flush=True); import time; time.sleep(60)"))
+    until(lambda: "up" in text(backend, h), "the task to start")
+    user = NOBODY if ROOT else None
+    ask = Prepare("next", 1, str(ckpt), ("n1", "n2"), user)
+
+    def asked() -> str | None:
+        backend.poll()
+        note = backend.prepare(ask)
+        return None if note.startswith("no suanli task") else note
+
+    assert until(asked, "a step to ask") == "checkpoint read ahead on 1 of 2 expected node(s): n1"
+    got = until(lambda: read_json(prepared_path(h.run_dir)), "the step to read ahead")
+    assert got["job_id"] == "next"
+    assert got["files"] == (2 if ROOT else 3)  # (as nobody, root's own file is not read)
+    other = backend.prepare(dataclasses.replace(ask, run_as=(4321, 4321)))
+    assert other.startswith("no suanli task of its user runs on its 2 expected node(s)")
+    backend.stop(h, Outcome.CANCELLED)
+    assert ended(backend)[0].outcome is Outcome.CANCELLED

@@ -432,6 +432,12 @@ def test_a_waiting_job_is_told_when_it_will_start(store: Store) -> None:
     # its history says so.
     assert [(p.job_id, p.attempt) for p, _ in backend.prepared] == [(big, 1)]
     assert any(e.kind == "prepared" for e in js.job_history(store, big))
+    # With it go the nodes it is expected to land on: those of the attempts expected to end
+    # first, until they hold the four GPUs it asks for.
+    asked = backend.prepared[0][0]
+    held = [tp for a in ctl.live.values() for tp in a.placement.tasks
+            if ctl.node_names[tp.node] in asked.nodes]  # fmt: skip
+    assert asked.nodes and sum(len(tp.gpus) for tp in held) >= 4
     # Passes within the refresh do not plan again, nor write.
     before = ctl.starts.estimator.plans
     clock.t += 30

@@ -11,7 +11,7 @@ from tests.builders import gpus_cluster, job, take, task
 from suanli.core.decisions import JobPlacement
 from suanli.core.model import Job
 from suanli.core.policies.runtime_oracle import TrueRuntime as Oracle
-from suanli.core.starts import GRID_GROWTH, GRID_STEP_S, StartEstimator
+from suanli.core.starts import GRID_GROWTH, GRID_STEP_S, StartEstimator, _Calibration
 from suanli.core.view import ClusterView
 
 
@@ -95,6 +95,20 @@ def test_the_calibration_learns_how_far_off_predictions_were() -> None:
     out = est.estimate(10.0, lambda: [r], lambda: [job("a", 10.0, 50.0), job("b", 10.0, 50.0)])
     assert out["a"].p50 == out["a"].p90 and near(out["a"].p50, 300.0, 10.0)  # r: 3 x 100
     assert near(out["b"].p50, 450.0, 10.0)  # a runs 3 x 50 after it
+
+
+def test_the_calibration_keeps_its_window_sorted_as_cases_come_and_go() -> None:
+    # Kept sorted incrementally (the oldest out, the new one in), with repeated values: always
+    # the sorted window of the latest cases, as sorting it again would give.
+    rng = np.random.default_rng(1)
+    cal = _Calibration(window=50)
+    window: list[float] = []
+    for _ in range(400):
+        base = float(rng.choice([1.0, 5.0, 10.0, 100.0]))
+        ran = float(rng.choice([1.0, 5.0, 10.0, 100.0, rng.exponential(50.0)]))
+        cal.learn(base, ran)
+        window = [*window, math.log(max(ran, 1.0) / max(base, 1.0))][-50:]
+        assert np.array_equal(cal._ready_sorted()[0], np.sort(np.array(window)))
 
 
 def test_a_running_job_ends_as_the_past_jobs_that_ran_as_long_did() -> None:

@@ -567,8 +567,9 @@ class Backend(Protocol):
     ``poll`` reports each ended task exactly once. ``stop`` is non-blocking: it asks the task
     to stop (its ``stop_signal``) and makes sure it is killed ``grace_s`` later; the Exit comes
     through ``poll`` with the requested outcome. ``adopt`` re-attaches tasks after a restart.
-    Optional: ``prepare(job: suanli.backends.prepare.Prepare) -> int`` readies a job expected
-    to start soon (pre-staging; the local backend reads its checkpoint ahead).
+    Optional: ``prepare(job: suanli.backends.prepare.Prepare) -> str`` readies a job expected
+    to start soon (pre-staging: its checkpoint read ahead where it will run) and says what it
+    did, for the job's history.
     """
 
     def launch(self, spec: Launch) -> Handle: ...

@@ -109,10 +109,10 @@ class FakeBackend:
         self.resized: list[tuple[tuple[str, int, int], Elastic]] = []  # resizes told, in order
         self.prepared: list[tuple[Prepare, float]] = []  # pre-staging asked for, and when
 
-    def prepare(self, job: Prepare) -> int:
+    def prepare(self, job: Prepare) -> str:
         """Record that ``job`` was to be prepared (nothing to read ahead in memory)."""
         self.prepared.append((job, self._clock()))
-        return 0
+        return f"recorded for {len(job.nodes)} node(s)"
 
     def launch(self, spec: Launch) -> Handle:
         task_environment(spec)  # same validation as the real backends

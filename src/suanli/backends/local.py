@@ -66,7 +66,7 @@ from suanli.backends.base import (
     signal_number,
 )
 from suanli.backends.endings import exit_from_record, gone_without_record
-from suanli.backends.prepare import Prepare, warm_directory
+from suanli.backends.prepare import Prepare, files_note, warm_directory
 from suanli.backends.shim import (
     EXIT_FILE,
     FORWARDED,
@@ -233,10 +233,10 @@ class LocalBackend:
         ``scratch/<scratch_id>/<job_id>/<attempt>/<task>``."""
         return self.scratch / self.scratch_id / job_dir_name(job_id) / str(attempt) / str(task)
 
-    def prepare(self, job: Prepare) -> int:
+    def prepare(self, job: Prepare) -> str:
         """``job`` is expected to start soon: read its checkpoint ahead into the page cache
-        (``suanli.backends.prepare``); returns the files asked for."""
-        return warm_directory(job.checkpoint_dir) if job.checkpoint_dir else 0
+        (``suanli.backends.prepare``); says how many files were asked for."""
+        return files_note(warm_directory(job.checkpoint_dir) if job.checkpoint_dir else 0)
 
     def release(self, job_id: str, attempt: int) -> None:
         """Remove the attempt's scratch directories (the working directories of its tasks that

@@ -1,10 +1,12 @@
 """Pre-staging: a job expected to start soon is prepared before its GPUs are free
 (``Backend.prepare``, optional; the control plane's loop asks, ``suanli.control.starts``).
 
-What a backend can prepare is what a start waits for. On this machine (the local backend)
-that is the job's checkpoint: a job that resumes reads its checkpoint directory first, so the
-files there are read ahead into the page cache (``posix_fadvise(WILLNEED)``: the kernel reads
-them in the background; nothing is read into this process). Only regular files directly in
+What a backend can prepare is what a start waits for: the job's checkpoint, which a job that
+resumes reads first. Its files are read ahead into the page cache of the node that will run
+it (``posix_fadvise(WILLNEED)``: the kernel reads them in the background; nothing is read
+into the asking process). On this machine (the local backend) the control plane does it; on
+Ray and Slurm, a suanli task already running on each node the job is expected to land on
+(``Prepare.nodes``) does it there (``suanli.backends.ray_task``, ``suanli.backends.slurm_task``). Only regular files directly in
 the directory (among its first ``4 * MAX_FILES`` entries), opened without following links and
 without blocking, at most ``MAX_FILES`` of them and ``MAX_BYTES`` in all: a spec cannot make the control plane open a device, a FIFO
 or another user's tree through a link, nor read without bound.
@@ -25,12 +27,44 @@ MAX_BYTES = 64 * 2**30
 
 @dataclass(frozen=True, slots=True)
 class Prepare:
-    """A job to prepare: its id, the attempt that will run, and its checkpoint directory
-    (None: it has none)."""
+    """A job to prepare: its id, the attempt that will run, its checkpoint directory (None:
+    it has none), the nodes it is expected to land on (the first to free up first; empty:
+    unknown) and the (uid, gid) its tasks will run as (None: the control plane's user)."""
 
     job_id: str
     attempt: int
     checkpoint_dir: str | None
+    nodes: tuple[str, ...] = ()
+    run_as: tuple[int, int] | None = None
+
+
+def files_note(files: int) -> str:
+    """What a preparation that read ``files`` files ahead says in the job's history."""
+    return f"{files} checkpoint file(s) read ahead"
+
+
+PREPARED_FILE = "prepared.json"
+"""Beside a task's run directory, as ``<task>.prepared.json`` in its attempt's directory: what
+the task's keeper (Ray) or batch step (Slurm) last read ahead for another job on its node
+(``{"job_id", "files", "at"}``)."""
+
+
+def agents_note(asked: list[str], nodes: tuple[str, ...], agent: str = "suanli task") -> str:
+    """What a preparation that asked the tasks on ``asked`` (of the expected ``nodes``)
+    to read a checkpoint ahead says in the job's history."""
+    if not nodes:
+        return "no node expected yet: nothing read ahead"
+    if not asked:
+        return f"no {agent} runs on its {len(nodes)} expected node(s): nothing read ahead"
+    return f"checkpoint read ahead on {len(asked)} of {len(nodes)} expected node(s): " + ", ".join(
+        asked
+    )
+
+
+def prepared_path(run_dir: str | Path) -> Path:
+    """Where the keeper or batch step of the task at ``run_dir`` says what it read ahead."""
+    run = Path(run_dir)
+    return run.parent / f"{run.name}.{PREPARED_FILE}"
 
 
 def warm_directory(directory: str | Path, max_files: int = MAX_FILES,

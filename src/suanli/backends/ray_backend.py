@@ -65,6 +65,7 @@ from suanli.backends.base import (
 )
 from suanli.backends.endings import exit_from_record, gone_without_record
 from suanli.backends.local import _scratch_id
+from suanli.backends.prepare import Prepare, agents_note
 from suanli.backends.ray_task import PLACED_FILE
 from suanli.backends.shared_runs import OutageClock, SharedRunDirs
 from suanli.backends.shim import EXIT_FILE, HANDLE_FILE, read_json
@@ -591,6 +592,27 @@ class RayBackend(SharedRunDirs, OutageClock):
                 if actor is not None:
                     self._release_actor(actor)
         return exits
+
+    def prepare(self, job: Prepare) -> str:
+        """``job`` is expected to start soon on ``job.nodes``: on each, the actor of a running
+        suanli task (``TaskKeeper.prepare``) reads the job's checkpoint ahead into that node's
+        page cache, as the local backend does on its machine; the call is sent, not waited
+        for. A node with no running task of suanli's is skipped."""
+        if not job.checkpoint_dir:
+            return "no checkpoint directory: nothing to read ahead"
+        with self._lock:
+            agents = [t for t in self._tasks.values() if t.running and t.actor is not None]
+        asked = []
+        for node in job.nodes:
+            t = next((t for t in agents if t.node == node), None)
+            if t is None:
+                continue
+            try:
+                self._ask(lambda a=t.actor: a.prepare.remote(job.job_id, job.checkpoint_dir))
+            except EngineUnreachable:
+                break  # (an optimisation: not kept for the cluster's return)
+            asked.append(node)
+        return agents_note(asked, job.nodes)
 
     def _node_of(self, handle: Handle) -> str:
         record = read_json(Path(handle.run_dir) / PLACED_FILE) or {}

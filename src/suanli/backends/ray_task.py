@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,23 @@ class TaskKeeper:
     def elastic(self) -> dict[str, int] | None:
         found = self.local.elastic(self.handle) if self.handle is not None else None
         return found.to_json() if found is not None else None
+
+    def prepare(self, job_id: str, directory: str) -> int:
+        """Another job expected to start soon on this node: read its checkpoint ahead into
+        this node's page cache (``suanli.backends.prepare``), write what was asked for beside
+        this task's run directory, and return it."""
+        from suanli.backends.prepare import prepared_path, warm_directory
+
+        files = warm_directory(directory)
+        spec = self.spec
+        run_dir = self.local.run_dir_for(spec.job_id, spec.attempt, spec.task)
+        try:
+            write_json_atomic(
+                prepared_path(run_dir), {"job_id": job_id, "files": files, "at": time.time()}
+            )
+        except OSError:
+            pass  # (the answer is for inspection: the read-ahead happened)
+        return files
 
     def release(self) -> None:
         """The task's end is read: remove its scratch on this node (its siblings' stay), then

@@ -86,6 +86,7 @@ from suanli.backends.base import (
 )
 from suanli.backends.endings import exit_from_record
 from suanli.backends.local import _scratch_id
+from suanli.backends.prepare import Prepare, agents_note
 from suanli.backends.shared_runs import OutageClock, SharedRunDirs
 from suanli.backends.shim import (
     EXIT_FILE,
@@ -241,6 +242,8 @@ class _Task:
     stop_at: float | None = None  # monotonic time the stop was asked
     grace_s: float = 0.0
     killed: bool = False
+    run_as: tuple[int, int] | None = None
+    launched_here: bool = False  # (run_as is known: launched by this control plane)
     seen_active_at: float = 0.0  # epoch: the last queue read that showed the job not over
 
 
@@ -505,7 +508,8 @@ class SlurmBackend(SharedRunDirs, OutageClock):
         handle = Handle(spec.job_id, spec.attempt, spec.task, 0, 0, str(run_dir))
         with self._lock:
             self._tasks[key] = _Task(handle, name, spec.node, time.monotonic(),
-                                     grace_s=spec.grace_s)  # fmt: skip
+                                     grace_s=spec.grace_s, run_as=spec.run_as,
+                                     launched_here=True)  # fmt: skip
             self._queue[name] = SlurmJob(job_id, "PENDING", spec.node, "")
         return handle
 
@@ -686,6 +690,28 @@ class SlurmBackend(SharedRunDirs, OutageClock):
             self._wake(self.job_name(*handle.key))
         except EngineUnreachable:
             pass  # read within a second by the batch step
+
+    def prepare(self, job: Prepare) -> str:
+        """``job`` is expected to start soon on ``job.nodes``: on each, the batch step of a
+        running suanli task of the same user (it reads only what that user may) is asked to
+        read the job's checkpoint ahead there (``slurm_task``: within a second, no Slurm
+        call). A node with no such task is skipped."""
+        if not job.checkpoint_dir:
+            return "no checkpoint directory: nothing to read ahead"
+        with self._lock:
+            agents = [t for t in self._tasks.values()
+                      if t.running and t.launched_here and t.stop_at is None
+                      and t.run_as == job.run_as]  # fmt: skip
+        asked = []
+        for node in job.nodes:
+            t = next((t for t in agents if t.node == node), None)
+            if t is None or (Path(t.handle.run_dir) / EXIT_FILE).exists():
+                continue
+            _tell(control_paths(Path(t.handle.run_dir))["prepare"],
+                  {"job_id": job.job_id, "attempt": job.attempt,
+                   "directory": job.checkpoint_dir, "requested_at": time.time()})  # fmt: skip
+            asked.append(node)
+        return agents_note(asked, job.nodes, "suanli task of its user")
 
     def elastic(self, handle: Handle) -> Elastic | None:
         """What the task's elastic file says, as its batch step last wrote it back."""

@@ -33,6 +33,7 @@ from typing import Any
 
 from suanli.backends.base import Elastic, Launch, Outcome, signal_number
 from suanli.backends.local import LocalBackend, identity_environment
+from suanli.backends.prepare import prepared_path, warm_directory
 from suanli.backends.shim import EXIT_FILE, proc_stat, read_json, write_json_atomic
 
 PLACED_FILE = "slurm.json"
@@ -47,7 +48,7 @@ def control_paths(run_dir: Path) -> dict[str, Path]:
     run directory's job and attempt directories, so that they exist before the task's
     supervisor makes the run directory and never mix with what it writes there.
 
-    The requests (stop, resize) lie in the job's directory, which is the control plane's
+    The requests (stop, resize, prepare) lie in the job's directory, which is the control plane's
     (mode 0711: a task's user reads a request it knows the name of, and can neither list nor
     write there), so a task can never make a stop or a resize the control plane did not ask
     for; the answers in the attempt's directory, which is the task's user's."""
@@ -57,6 +58,9 @@ def control_paths(run_dir: Path) -> dict[str, Path]:
     return {
         "stop": job_dir / f"{attempt}.{task}.stop.json",  # {"outcome", "requested_at"}
         "resize": job_dir / f"{attempt}.{task}.resize.json",  # {"world_size", "rank", ...}
+        # Pre-staging another job of the same user on this node: {"job_id", "directory", ...}
+        "prepare": job_dir / f"{attempt}.{task}.prepare.json",
+        "prepared": prepared_path(run_dir),  # {"job_id", "files", "at"}
         "elastic": attempt_dir / f"{task}.elastic.json",  # what the elastic file says now
         "output": attempt_dir / f"{task}.slurm.out",  # the batch step's own (Slurm's --output)
     }
@@ -106,6 +110,7 @@ class _Step:
         self.forward: list[int] = []
         self.stopped = False
         self.resized: tuple[int, int, int] | None = None
+        self.prepared: dict[str, Any] | None = None  # the last prepare request carried out
 
     def start(self) -> bool:
         """Launch the task (False: it was asked to stop before it started, or cannot)."""
@@ -182,6 +187,20 @@ class _Step:
                     self.resized = key
                     self.local.resize(self.handle, elastic)
                     self._write_elastic()
+        ask = read_json(self.paths["prepare"])
+        if ask is not None and ask != self.prepared:
+            self.prepared = ask
+            threading.Thread(target=self._prepare, args=(ask,), daemon=True).start()
+
+    def _prepare(self, ask: dict[str, Any]) -> None:
+        """Read another job's checkpoint ahead on this node, as this task's user (the control
+        plane asks only a step of the same user as that job's), and say so."""
+        directory = ask.get("directory")
+        files = warm_directory(directory) if isinstance(directory, str) and directory else 0
+        write_json_atomic(
+            self.paths["prepared"],
+            {"job_id": ask.get("job_id"), "files": files, "at": time.time()},
+        )
 
     def end(self) -> int:
         """Remove the task's scratch on this node; the step's exit status (the task's)."""

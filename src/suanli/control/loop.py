@@ -647,15 +647,19 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         prepare = getattr(self.backend, "prepare", None)
         if prepare is None:
             return
+        rows = self._running_rows() if soon else []
         for job_id in soon:
             entry = self.pending.get(job_id)
             if entry is None:
                 continue
-            rec, spec, _ = entry
+            rec, spec, job = entry
             try:
-                files = prepare(Prepare(job_id, rec.attempts + 1, spec.checkpoint_dir))
+                nodes = tuple(self.node_names[n] for n in self.starts.nodes_for(job, now, rows))
+                ask = Prepare(job_id, rec.attempts + 1, spec.checkpoint_dir, nodes,
+                              self.config.run_as(job.tenant))  # fmt: skip
+                note = prepare(ask)
                 js.add_event(self.store, job_id, to_ms(now), "prepared",
-                             f"expected to start soon; {files} checkpoint file(s) read ahead")  # fmt: skip
+                             f"expected to start soon; {note}")  # fmt: skip
             except Exception:  # noqa: BLE001 - pre-staging is an optimisation
                 log.exception("job %s: preparing it failed; it will start unprepared", job_id)
 

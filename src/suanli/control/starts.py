@@ -11,7 +11,9 @@ runtime at its end and each job's real wait at its start, as in the simulator.
 
 Pre-staging: a job the plan expects to start within ``PRESTAGE_LEAD_S`` is handed once to
 the backend's ``prepare`` (where it has one: ``suanli.backends.prepare``), and its history
-says so.
+says so. With it go the nodes it is expected to land on (``nodes_for``): those of the running
+attempts expected to end first, among the nodes it could use, until they hold as many GPUs as
+it asks for (at most ``PRESTAGE_NODES``): where its GPUs will come from.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from suanli.store import predictions as pr
 PRESTAGE_LEAD_S = REFRESH_S + 60.0
 """A pending job expected to start within this many seconds is prepared (a whole refresh of
 the plan ahead, so that the next refresh is not too late)."""
+
+
+PRESTAGE_NODES = 8
+"""The most nodes one job's preparation is asked of."""
 
 
 def _ms(t: float) -> int | None:
@@ -105,6 +111,28 @@ class LiveStarts:
         ]
         self.prepared.update(soon)
         return soon
+
+    def nodes_for(self, job: Job, now: float, rows: Sequence[RunningRow]) -> list[int]:
+        """The nodes ``job`` is expected to land on (see the module docstring), by index of
+        the view, the first to free up first."""
+        if not rows:
+            return []
+        ok = self.estimator.view.task_ok(job.task)
+        want = max(job.task.gpus, 1) * max(job.tasks, 1)
+        got: list[int] = []
+        held = 0
+        for k in self.estimator.expected_ends(now, rows).argsort(kind="stable").tolist():
+            for tp in rows[k][2].tasks:
+                if not ok[tp.node]:
+                    continue
+                if tp.node not in got:
+                    if len(got) == PRESTAGE_NODES:
+                        return got
+                    got.append(tp.node)
+                held += len(tp.gpus)
+            if held >= want:
+                break
+        return got
 
     @staticmethod
     def _row(e: Estimate) -> pr.StartEstimate:

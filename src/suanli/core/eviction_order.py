@@ -33,7 +33,7 @@ from suanli.core.lanes import Lane
 from suanli.core.model import Job, SpecError
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import register
-from suanli.core.running import Running
+from suanli.core.running import Running, RunningSet
 from suanli.core.seams import Handle
 from suanli.core.view import ClusterView
 
@@ -62,6 +62,7 @@ class _Rows:
 
     def __init__(self) -> None:
         self.version = -1
+        self.seen = -1  # changes of the running set (``RunningSet.log``) synced with
         self.row: dict[str, int] = {}
         self.runs: list[Running | None] = []
         # a, b, cap, start, GPU milli, preemptible (0 for a dead row), checkpoint interval
@@ -70,17 +71,36 @@ class _Rows:
         self.cols = np.zeros((9, 64))
         self.dead = 0
 
-    def sync(
-        self, records: dict[str, Running], version: int, order: RanksRunning, cap_n: int
-    ) -> None:
-        if version == self.version:
+    def sync(self, rs: RunningSet, order: RanksRunning, cap_n: int) -> None:
+        if rs.version == self.version:
             return
-        self.version = version
-        row, runs = self.row, self.runs
-        for jid in row.keys() - records.keys():
-            self._kill(row.pop(jid))
-        for jid, r in records.items():
-            i = row.get(jid)
+        self.version = rs.version
+        records, row, runs = rs.records, self.row, self.runs
+        changes = rs.log_base + len(rs.log)
+        if self.seen < rs.log_base:  # (first, or too far behind the log): every record
+            for jid in row.keys() - records.keys():
+                self._kill(row.pop(jid))
+            todo: list[Running] = list(records.values())
+        else:
+            # Only the jobs whose records changed: the latest change of each; a record
+            # added since, in the order they were added (the records' own order).
+            todo, done = [], set()
+            for r in reversed(rs.log[self.seen - rs.log_base :]):
+                jid = r.job.id
+                if jid in done:
+                    continue
+                done.add(jid)
+                cur = records.get(jid)
+                if cur is None:
+                    i = row.pop(jid, None)
+                    if i is not None:
+                        self._kill(i)
+                elif cur is r:
+                    todo.append(r)
+            todo.reverse()
+        self.seen = changes
+        for r in todo:
+            i = row.get(r.job.id)
             if i is not None and runs[i] is r:
                 continue
             if i is not None:  # restarted: a new record for the same job
@@ -168,7 +188,7 @@ class ByOrder:
         h, cfg, order, rows = self.h, self.config, self.order, self.rows
         now = h.now
         level = h.lanes.pending[job.id][0][0]
-        rows.sync(h.running.records, h.running.version, order, cfg.max_preemptions)
+        rows.sync(h.running, order, cfg.max_preemptions)
         n = len(rows.runs)
         a, b, cap, start, milli, ok, interval, overhead, capped_at = rows.cols[:, :n]
         live = ok > 0  # preemptible and running

@@ -13,7 +13,10 @@ could start. ``Lanes`` owns:
 * ``ordered`` (only when kept: a strict queue, or a backfill that reserves for the first
   pending job): every pending job by key. Admitted jobs leave it lazily (``first_pending``)
   or, in strict order, at once (``pop_head``);
-* per shape, how many jobs wait, so that the shape table counts only shapes with jobs.
+* per shape, how many jobs wait, so that the shape table counts only shapes with jobs;
+* once ``jobs()`` was asked for (start-time plans ask for the whole queue), every pending
+  job by key as two sorted lists, kept as jobs come and go (the keys are unique: a queue
+  order's key ends with the job's id).
 
 Nothing here decides: the scheduler's cycle and its plugins read and change the lanes through
 these members.
@@ -22,6 +25,7 @@ these members.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +70,8 @@ class Lanes:
         self._ids: dict[tuple[Hashable, ...], int] = {}
         self._of_shape: dict[int, list[int]] = {}
         self._waiting: dict[int, int] = {}
+        self._keys: list[Any] | None = None  # every pending job's key, sorted (once asked for)
+        self._jobs: list[Job] = []  # the jobs of ``_keys``, in its order
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -96,6 +102,10 @@ class Lanes:
         self.pending[job.id] = (key, lane.index)
         if self.keep_order:
             heapq.heappush(self.ordered, (key, job))
+        if self._keys is not None:
+            i = bisect_left(self._keys, key)
+            self._keys.insert(i, key)
+            self._jobs.insert(i, job)
 
     def take(self, job: Job, lane: Lane) -> None:
         """``job`` (pending in ``lane``) starts: it leaves the queue."""
@@ -104,8 +114,13 @@ class Lanes:
         else:  # behind its lane's head (conservative backfill may start it first)
             lane.heap.remove((self.pending[job.id][0], job))
             heapq.heapify(lane.heap)
-        del self.pending[job.id]
+        self._unsort(self.pending.pop(job.id)[0])
         self._left(lane.shape)
+
+    def _unsort(self, key: Any) -> None:
+        if self._keys is not None:
+            i = bisect_left(self._keys, key)
+            del self._keys[i], self._jobs[i]
 
     def remove(self, job_id: str) -> tuple[Lane, bool] | None:
         """Withdraw pending ``job_id``: its lane and whether it was the lane's head; None if
@@ -113,6 +128,7 @@ class Lanes:
         entry = self.pending.pop(job_id, None)
         if entry is None:
             return None
+        self._unsort(entry[0])
         lane = self.lanes[entry[1]]
         was_head = lane.heap[0][1].id == job_id
         lane.heap = [e for e in lane.heap if e[1].id != job_id]
@@ -153,6 +169,9 @@ class Lanes:
         return None
 
     def jobs(self) -> list[Job]:
-        """Every pending job, in queue order."""
-        jobs = [job for lane in self.lanes for _, job in lane.heap]
-        return sorted(jobs, key=lambda j: self.pending[j.id][0])
+        """Every pending job, in queue order (a new list)."""
+        if self._keys is None:
+            both = sorted([e for lane in self.lanes for e in lane.heap], key=lambda e: e[0])
+            self._keys = [k for k, _ in both]
+            self._jobs = [j for _, j in both]
+        return self._jobs.copy()

@@ -10,6 +10,9 @@ nothing per start. Its members:
 * ``evictable``: priority value -> ids of running preemptible jobs of that priority;
 * ``ended``: how many running jobs ended or were evicted so far (a version number: a plan
   made when it had another value may rest on jobs that are gone);
+* ``log``: the records added or dropped since ``log_base`` changes, in order (so that a
+  cache of the records syncs with what changed, not with every record; cleared once long,
+  when a cache behind it syncs in full);
 * ``preempted_at``: job id -> when it was preempted before, over all attempts (kept whether
   or not the set is enabled: quotas read it for the thrash cap);
 * ``attained``: job id -> GPU-seconds it held in its earlier (evicted) attempts, and
@@ -75,6 +78,9 @@ class RunningSet:
         self.worked: dict[str, float] = {}
         self.version = 0
         """Moves whenever a record is added or dropped (a cache of the records is stale)."""
+        self.log: list[Running] = []
+        self.log_base = 0
+        """Changes before ``log``'s first (the count of changes is ``log_base + len(log)``)."""
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self.records
@@ -96,14 +102,22 @@ class RunningSet:
         self.add(r)
         return r
 
-    def add(self, r: Running) -> None:
+    def _changed(self, r: Running) -> None:
         self.version += 1
+        log = self.log
+        log.append(r)
+        if len(log) > 4 * len(self.records) + 4096:
+            self.log_base += len(log)
+            self.log = []
+
+    def add(self, r: Running) -> None:
+        self._changed(r)
         self.records[r.job.id] = r
         if r.preemptible:
             self.evictable.setdefault(r.priority, set()).add(r.job.id)
 
     def drop(self, r: Running) -> None:
-        self.version += 1
+        self._changed(r)
         del self.records[r.job.id]
         if r.preemptible:
             self.evictable[r.priority].discard(r.job.id)

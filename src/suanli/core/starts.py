@@ -54,10 +54,10 @@ from suanli.core.view import ClusterView
 REFRESH_S = 300.0
 """How long a plan answers before the next request plans again (seconds)."""
 
-Row = tuple[int, int, float, float, float, int]
-"""What a plan needs of a job: its pool, the milli-GPU it asks for, its predicted median
-(the calibration's base), the estimator's own P50 and P90, and how many jobs had ended when
-it was predicted."""
+ROW_COLS = 6
+"""What a plan needs of a job, a row of ``StartEstimator``'s table: its pool, the milli-GPU
+it asks for, its predicted median (the calibration's base), the estimator's own P50 and P90,
+and how many jobs had ended when it was predicted."""
 
 RunningRow = tuple[Job, float, JobPlacement]
 """A running job, the start of its current attempt, and where it runs."""
@@ -199,17 +199,31 @@ def _plan(cap, overlap, edges, first, now, pool, dem, dur, used, out):  # type: 
 
 class _Calibration:
     """How what happened compared with what was foreseen: the log of the ratio (a runtime to
-    its predicted median; a wait to its planned wait) over the last ``window`` cases."""
+    its predicted median; a wait to its planned wait) over the last ``window`` cases.
+
+    The ratios are kept sorted as they come (the one that leaves the window taken out, the
+    new one put in: two shifts of the array, where sorting it again at every use after a job
+    ended was most of an estimate's cost); the suffix sums are worked out again on use."""
 
     def __init__(self, window: int = CALIBRATION_WINDOW) -> None:
         self.window = window
         self._ring = np.zeros(window, np.float64)
+        self._buf = np.zeros(window, np.float64)  # the ring's values, sorted, in [:m]
         self.n = 0
         self._sorted: np.ndarray | None = None
         self._suffix = np.zeros(1)
 
     def learn(self, base: float, runtime: float) -> None:
-        self._ring[self.n % self.window] = math.log(max(runtime, 1.0) / max(base, 1.0))
+        v = math.log(max(runtime, 1.0) / max(base, 1.0))
+        buf, m, k = self._buf, min(self.n, self.window), self.n % self.window
+        if self.n >= self.window:  # the oldest leaves the window
+            i = int(np.searchsorted(buf[:m], self._ring[k]))
+            buf[i : m - 1] = buf[i + 1 : m]
+            m -= 1
+        j = int(np.searchsorted(buf[:m], v))
+        buf[j + 1 : m + 1] = buf[j:m]
+        buf[j] = v
+        self._ring[k] = v
         self.n += 1
         self._sorted = None
 
@@ -219,7 +233,7 @@ class _Calibration:
 
     def _ready_sorted(self) -> tuple[np.ndarray, np.ndarray]:
         if self._sorted is None:
-            s = np.sort(self._ring[: min(self.n, self.window)])
+            s = self._buf[: min(self.n, self.window)].copy()
             # Suffix sums of the ratios: the mean of those above any point in one step.
             self._sorted = s
             self._suffix = np.concatenate((np.cumsum(np.exp(s)[::-1])[::-1], [0.0]))
@@ -269,7 +283,10 @@ class StartEstimator:
         self._health = -1
         self._cap = np.zeros(0, np.int64)
         self._overlap = np.zeros((0, 0), np.bool_)
-        self._rows: dict[str, Row] = {}
+        # The jobs' rows (``ROW_COLS``), one slot each: a plan gathers its jobs' rows at once.
+        self._slot: dict[str, int] = {}
+        self._table = np.zeros((64, ROW_COLS), np.float64)
+        self._free: list[int] = []
         self._ended = 0  # jobs ended so far (``learn``)
         # Per running attempt (job id, start): milli-GPU it holds in each pool.
         self._use: dict[tuple[str, float], np.ndarray] = {}
@@ -311,32 +328,52 @@ class StartEstimator:
         self._health = view.health_changes
 
     # ---------------------------------------------------------------- runtimes
-    def _row(self, job: Job) -> Row:
-        """The job's row, predicted again once twice as many jobs have ended as when it last
-        was (a prediction made early, from little, does not stay)."""
-        row = self._rows.get(job.id)
-        if row is None or row[5] * 2 + 1 <= self._ended:
+    def _slots(self, jobs: Sequence[Job]) -> np.ndarray:
+        """The slots of the jobs' rows in the table, each predicted again once twice as many
+        jobs have ended as when it last was (a prediction made early, from little, does not
+        stay)."""
+        slot = self._slot
+        idx = np.array([slot.get(j.id, -1) for j in jobs], np.int64)
+        if not len(idx):
+            return idx
+        table = self._table
+        redo = np.flatnonzero((idx < 0) | (table[idx, 5] * 2 + 1 <= self._ended))
+        for k in redo.tolist():
+            job = jobs[k]
+            i = slot.get(job.id)
+            if i is None:
+                if not self._free:
+                    n = len(self._table)
+                    self._table = table = np.concatenate((table, np.zeros_like(table)))
+                    self._free.extend(range(2 * n - 1, n - 1, -1))
+                i = slot[job.id] = self._free.pop()
             t = job.task
             if self._quantile is not None:
                 lo, hi = (max(0.0, float(self._quantile(job, q))) for q in (0.5, PLAN_Q))
             else:
                 lo = hi = max(0.0, float(self.runtime.duration(job)))
-            row = (self._pool(t), t.gpus * t.gpu_milli * job.tasks, lo, lo, hi, self._ended)
-            self._rows[job.id] = row
-        return row
+            table[i] = (self._pool(t), t.gpus * t.gpu_milli * job.tasks, lo, lo, hi, self._ended)
+            idx[k] = i
+        return idx
+
+    def _rows(self, jobs: Sequence[Job]) -> np.ndarray:
+        """The jobs' rows (a copy)."""
+        idx = self._slots(jobs)  # (may grow the table)
+        return self._table[idx]
 
     def learn(self, job: Job, runtime: float) -> None:
         """``job`` ended after ``runtime`` seconds: the calibration learns how far off its
         prediction was (a job never planned is not counted)."""
         self._ended += 1
-        row = self._rows.pop(job.id, None)
-        if row is not None:
-            self.calibration.learn(row[2], runtime)
+        i = self._slot.pop(job.id, None)
+        if i is not None:
+            self._free.append(i)
+            self.calibration.learn(float(self._table[i, 2]), runtime)
 
     def learn_past(self, job: Job, runtime: float) -> None:
         """A job that ended before this estimator was made (a control plane's history, read
         after a restart): predicted from what was learned before it, then learned."""
-        self._row(job)
+        self._slots([job])
         self.learn(job, runtime)
 
     def _runtimes(self, rows: np.ndarray, age: np.ndarray) -> np.ndarray:
@@ -348,6 +385,16 @@ class StartEstimator:
         # it runs as long again as it has run.
         own = rows[:, 3]
         return np.where(own > age, own, 2.0 * age)[None, :]
+
+    def expected_ends(self, now: float, rows: Sequence[RunningRow]) -> np.ndarray:
+        """When each running attempt of ``rows`` is expected to end, as a plan made at
+        ``now`` would take it (its predicted runtime as the ended jobs calibrate it, given
+        how long it has run)."""
+        if not rows:
+            return np.zeros(0)
+        starts = np.array([r[1] for r in rows], np.float64)
+        age = np.maximum(now - starts, 0.0)
+        return starts + self._runtimes(self._rows([r[0] for r in rows]), age)[0]
 
     # ---------------------------------------------------------------- estimates
     def estimate(
@@ -379,17 +426,19 @@ class StartEstimator:
             and bool(self._plans)
         )
         rows: list[RunningRow] | None = None
+        state: int | None = None
         if fresh and now - self._planned_at >= self.refresh:
             # Due for a plan; but one on the same jobs, before anything it foresaw happens,
             # would be the same plan: it stands.
             rows = list(running())
             queue = queue if queue is not None else pending()
-            fresh = now < self._next_event and self._state(rows, queue) == self._planned_state
+            state = self._state(rows, queue)
+            fresh = now < self._next_event and state == self._planned_state
         if not fresh:
             rows = list(running()) if rows is None else rows
-            self._replan(now, rows, queue if queue is not None else pending())
+            self._replan(now, rows, queue if queue is not None else pending(), state)
         elif missing:
-            self._place(missing, [self._row(j) for j in missing], now)
+            self._place(missing, self._rows(missing), now)
         known = self._known
         shown = self._shown
         said = self._said
@@ -430,9 +479,11 @@ class StartEstimator:
         """What a plan rests on, as a fingerprint: the running attempts and the queue."""
         return hash((tuple([(r[0].id, r[1]) for r in rows]), tuple([j.id for j in pending])))
 
-    def _replan(self, now: float, rows: list[RunningRow], pending: Sequence[Job]) -> None:
-        table = [self._row(j) for j in pending]
-        run_rows = [self._row(r[0]) for r in rows]
+    def _replan(
+        self, now: float, rows: list[RunningRow], pending: Sequence[Job], state: int | None = None
+    ) -> None:
+        table = self._rows(pending)
+        run_rows = self._rows([r[0] for r in rows])
         self._pools_ready()
         n_pools = len(self._cap)
         use = self._use
@@ -449,12 +500,15 @@ class StartEstimator:
                     u += masks[:, tp.node] * (tp.gpu_milli * len(tp.gpus))
                 use[(job.id, start)] = u
             run_use[r] = u
-        if len(self._rows) > 4 * (len(rows) + len(pending)) + 1000:
+        if len(self._slot) > 4 * (len(rows) + len(pending)) + 1000:
+            # Rows of jobs gone without ending here (cancelled): their slots are freed.
             here = {j.id for j in pending} | {r[0].id for r in rows}
-            self._rows = {k: v for k, v in self._rows.items() if k in here}
+            slot = self._slot
+            for k in [k for k in slot if k not in here]:
+                self._free.append(slot.pop(k))
         starts = np.array([r[1] for r in rows], np.float64)
         age = np.maximum(now - starts, 0.0)
-        run_end = starts + self._runtimes(np.array(run_rows, np.float64).reshape(-1, 6), age)
+        run_end = starts + self._runtimes(run_rows, age)
         self._edges = edges = grid(now)
         self._plans = []
         for qi in range(len(run_end)):
@@ -468,7 +522,7 @@ class StartEstimator:
             self._shown = {k: v for k, v in self._shown.items() if k in here}
             self._said = {k: v for k, v in self._said.items() if k in here}
         self._planned_at = now
-        self._planned_state = self._state(rows, pending)
+        self._planned_state = self._state(rows, pending) if state is None else state
         self.plans += 1
         self._place(pending, table, now)
         # The first thing the plan foresees: a running job's end or a pending job's start.
@@ -479,10 +533,9 @@ class StartEstimator:
         if len(later):
             self._next_event = min(self._next_event, float(later.min()))
 
-    def _place(self, jobs: Sequence[Job], table: list[Row], now: float) -> None:
+    def _place(self, jobs: Sequence[Job], cols: np.ndarray, now: float) -> None:
         if not jobs:
             return
-        cols = np.array(table, np.float64).reshape(-1, 6)
         pools = cols[:, 0].astype(np.int64)
         dem = cols[:, 1].astype(np.int64)
         durations = self._runtimes(cols, np.zeros(len(cols)))
