@@ -16,6 +16,8 @@ medians and ``new / base``. Scenarios, each the tree's own benchmark script:
   backfill      bench_backfill.py --no-reference             (plain, EASY, conservative)
   kueue         bench_kueue.py
   fgd           suanli bench fgd --pods default --seeds 42 --workers 1 --json
+  predict       suanli bench predict --trace philly --jobs 30000 (FIFO, FIFO with EASY, LAS,
+                QSSF on history; start-time estimates in every row but the search's)
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ SCENARIOS: dict[str, list[str]] = {
     "kueue": ["benchmarks/bench_kueue.py"],
     "fgd": ["-m", "suanli.cli.main", "bench", "fgd", "--pods", "default", "--seeds", "42",
             "--workers", "1", "--json"],
+    "predict": ["-m", "suanli.cli.main", "bench", "predict", "--trace", "philly", "--jobs",
+                "30000", "--policies", "fifo/easy@history+best-fit,las+best-fit,"
+                "qssf@history+best-fit", "--workers", "1", "--json"],
 }  # fmt: skip
 
 PROBE = "import suanli, sys; sys.stdout.write(suanli.__file__)"
