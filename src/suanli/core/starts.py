@@ -25,8 +25,9 @@ measured by ``suanli bench predict``, includes it).
 
 The plan's time is cut into buckets (``grid``: the first 10 s long, each next 2% longer):
 a job starts at a bucket's edge and holds its buckets up to the edge nearest its end, so a
-plan of thousands of jobs costs a few milliseconds; a start is placed to within 10 s or 2% of
-how far ahead it is.
+plan of 6,000 pending jobs around 8,500 running ones costs tens of milliseconds
+(``benchmarks/bench_starts.py``); a start is placed to within 10 s or 2% of how far ahead it
+is.
 
 Estimates are made at submission and on request, never every cycle, and do not jump: a plan
 is kept for ``refresh`` seconds (jobs submitted meanwhile are placed after the jobs it holds,
@@ -332,29 +333,45 @@ class StartEstimator:
         """The slots of the jobs' rows in the table, each predicted again once twice as many
         jobs have ended as when it last was (a prediction made early, from little, does not
         stay)."""
-        slot = self._slot
+        slot, ended, table = self._slot, self._ended, self._table
+        if len(jobs) <= 4:  # (one arrival: no array work to find out)
+            out = []
+            for j in jobs:
+                i = slot.get(j.id)
+                if i is None or table[i, 5] * 2 + 1 <= ended:
+                    i = self._predict([j])[0]
+                out.append(i)
+            return np.array(out, np.int64)
         idx = np.array([slot.get(j.id, -1) for j in jobs], np.int64)
-        if not len(idx):
-            return idx
-        table = self._table
-        redo = np.flatnonzero((idx < 0) | (table[idx, 5] * 2 + 1 <= self._ended))
-        for k in redo.tolist():
-            job = jobs[k]
+        redo = np.flatnonzero((idx < 0) | (table[idx, 5] * 2 + 1 <= ended))
+        if len(redo):
+            idx[redo] = self._predict([jobs[k] for k in redo.tolist()])
+        return idx
+
+    def _predict(self, jobs: Sequence[Job]) -> list[int]:
+        """Predict the jobs' rows into the table (a slot each, kept or new): their slots."""
+        slot, free = self._slot, self._free
+        short = sum(1 for j in jobs if j.id not in slot) - len(free)
+        if short > 0:
+            n = len(self._table)
+            grow = max(n, short)
+            self._table = np.concatenate((self._table, np.zeros((grow, ROW_COLS))))
+            free.extend(range(n + grow - 1, n - 1, -1))
+        quantile, ended = self._quantile, self._ended
+        at, rows = [], []
+        for job in jobs:
             i = slot.get(job.id)
             if i is None:
-                if not self._free:
-                    n = len(self._table)
-                    self._table = table = np.concatenate((table, np.zeros_like(table)))
-                    self._free.extend(range(2 * n - 1, n - 1, -1))
-                i = slot[job.id] = self._free.pop()
+                i = slot[job.id] = free.pop()
             t = job.task
-            if self._quantile is not None:
-                lo, hi = (max(0.0, float(self._quantile(job, q))) for q in (0.5, PLAN_Q))
+            if quantile is not None:
+                lo, hi = (max(0.0, float(quantile(job, q))) for q in (0.5, PLAN_Q))
             else:
                 lo = hi = max(0.0, float(self.runtime.duration(job)))
-            table[i] = (self._pool(t), t.gpus * t.gpu_milli * job.tasks, lo, lo, hi, self._ended)
-            idx[k] = i
-        return idx
+            at.append(i)
+            rows.append((self._pool(t), t.gpus * t.gpu_milli * job.tasks, lo, lo, hi, ended))
+        self._table[at] = rows
+        return at
 
     def _rows(self, jobs: Sequence[Job]) -> np.ndarray:
         """The jobs' rows (a copy)."""
