@@ -50,16 +50,9 @@ ARRIVALS = 200
 
 
 def _cluster(nodes: int):  # type: ignore[no-untyped-def]
-    from suanli.core.model import ClusterSpec, GpuModel, NodeSpec
+    from bench_sim import cluster  # (this script's folder: nodes x 8 H100 in racks of 32)
 
-    h100 = GpuModel("H100", 80 * 1024, 1.0)
-    return ClusterSpec(
-        f"{nodes}x{GPUS}xH100",
-        tuple(
-            NodeSpec(f"n{i}", GPUS, h100, 96_000, 1024 * 1024, rack=f"rack-{i // 32}")
-            for i in range(nodes)
-        ),
-    )
+    return cluster(nodes, GPUS)
 
 
 def _jobs(n: int, spec, seed: int, load: float):  # type: ignore[no-untyped-def]

@@ -92,6 +92,21 @@ def submit(c: httpx.Client, **spec: Any) -> str:
     return str(r.json()["id"])
 
 
+def submit_in_outage(c: httpx.Client, n: int = 16, deadline_s: float = DEADLINE_S) -> list[str]:
+    """Submit ``n`` one-GPU jobs while the execution engine is unreachable: every one is taken
+    in and stays pending, and the last is told that the engine has not answered."""
+    load = [submit(c, command=[PY, "-c", "print('ran')"], gpus=1) for _ in range(n)]
+    deadline = time.monotonic() + deadline_s
+    while True:
+        job = c.get(f"/v1/jobs/{load[-1]}").json()["job"]
+        if "has not answered" in (job.get("reason") or ""):
+            break
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    assert {c.get(f"/v1/jobs/{j}").json()["job"]["state"] for j in load} == {"pending"}
+    return load
+
+
 def wait_state(
     c: httpx.Client, job_id: str, *states: str, deadline_s: float = DEADLINE_S
 ) -> dict[str, Any]:

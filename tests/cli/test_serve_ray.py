@@ -23,7 +23,7 @@ import pytest
 import engine_scenarios as scenarios
 import ray_cluster as rc
 import serving
-from serving import PY, Running, logs, start, submit, user_token, wait_state
+from serving import PY, Running, logs, start, submit, submit_in_outage, user_token, wait_state
 from suanli.backends.base import rendezvous_port
 from tasks import CHECKPOINTED, ELASTIC_WORKER, RENDEZVOUS_WORKER, told
 
@@ -215,15 +215,7 @@ def test_the_head_down_and_back_under_a_submission_load_loses_and_repeats_nothin
         ray_cluster.gcs_down()
         try:
             time.sleep(6)  # past the backend's 5 s answer time: the cluster is down
-            load = [submit(c, command=[PY, "-c", "print('ran')"], gpus=1) for _ in range(16)]
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
-                job = c.get(f"/v1/jobs/{load[-1]}").json()["job"]
-                if "has not answered" in (job.get("reason") or ""):
-                    break
-                assert time.monotonic() < deadline, job
-                time.sleep(0.2)
-            assert {c.get(f"/v1/jobs/{j}").json()["job"]["state"] for j in load} == {"pending"}
+            load = submit_in_outage(c, deadline_s=DEADLINE_S)
             assert c.get(f"/v1/jobs/{first}").json()["job"]["state"] == "running"
         finally:
             ray_cluster.gcs_up()

@@ -24,7 +24,7 @@ import pytest
 import engine_scenarios as scenarios
 import serving
 import slurm_cluster as sc
-from serving import PY, Running, logs, start, submit, user_token, wait_state
+from serving import PY, Running, logs, start, submit, submit_in_outage, user_token, wait_state
 from suanli.backends.base import rendezvous_port
 from tasks import CHECKPOINTED, RENDEZVOUS_WORKER, told
 
@@ -218,15 +218,7 @@ def test_slurmctld_down_and_back_under_a_submission_load_loses_and_repeats_nothi
                 while srv.server.backend.available() is None:
                     assert time.monotonic() < deadline, "the outage was never seen"
                     time.sleep(0.1)
-                load = [submit(c, command=[PY, "-c", "print('ran')"], gpus=1) for _ in range(16)]
-                deadline = time.monotonic() + DEADLINE_S
-                while True:
-                    job = c.get(f"/v1/jobs/{load[-1]}").json()["job"]
-                    if "has not answered" in (job.get("reason") or ""):
-                        break
-                    assert time.monotonic() < deadline, job
-                    time.sleep(0.2)
-                assert {c.get(f"/v1/jobs/{j}").json()["job"]["state"] for j in load} == {"pending"}
+                load = submit_in_outage(c, deadline_s=DEADLINE_S)
                 for j in (first, doomed):
                     got = admin.get(f"/v1/jobs/{j}").json()
                     assert got["job"]["state"] == "running", (j, got["attempts"])
