@@ -6,10 +6,11 @@ resumes reads first. Its files are read ahead into the page cache of the node th
 it (``posix_fadvise(WILLNEED)``: the kernel reads them in the background; nothing is read
 into the asking process). On this machine (the local backend) the control plane does it; on
 Ray and Slurm, a suanli task already running on each node the job is expected to land on
-(``Prepare.nodes``) does it there (``suanli.backends.ray_task``, ``suanli.backends.slurm_task``). Only regular files directly in
-the directory (among its first ``4 * MAX_FILES`` entries), opened without following links and
-without blocking, at most ``MAX_FILES`` of them and ``MAX_BYTES`` in all: a spec cannot make the control plane open a device, a FIFO
-or another user's tree through a link, nor read without bound.
+(``Prepare.nodes``) does it there (``suanli.backends.ray_task``,
+``suanli.backends.slurm_task``). Only regular files directly in the directory (among its
+first ``4 * MAX_FILES`` entries), opened without following links and without blocking, at
+most ``MAX_FILES`` of them and ``MAX_BYTES`` in all: a spec cannot make a reader open a
+device, a FIFO or another user's tree through a link, nor read without bound.
 """
 
 from __future__ import annotations
