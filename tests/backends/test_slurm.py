@@ -323,6 +323,10 @@ def test_a_job_expected_soon_has_its_checkpoint_read_ahead_by_a_step_of_its_user
 
     assert until(asked, "a step to ask") == "checkpoint read ahead on 1 of 2 expected node(s): n1"
     got = until(lambda: read_json(prepared_path(h.run_dir)), "the step to read ahead")
+    # The request names where another job's checkpoint lies: its user's alone to read.
+    request = os.stat(control_paths(Path(h.run_dir))["prepare"])
+    assert request.st_mode & 0o077 == 0
+    assert (request.st_uid, request.st_gid) == (user or (os.geteuid(), os.getegid()))
     assert got["job_id"] == "next"
     assert got["files"] == (2 if ROOT else 3)  # (as nobody, root's own file is not read)
     other = backend.prepare(dataclasses.replace(ask, run_as=(4321, 4321)))

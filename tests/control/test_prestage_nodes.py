@@ -49,13 +49,13 @@ def test_the_first_to_free_up_first_until_they_hold_its_gpus() -> None:
     s = starts(view)
     # A job that names no GPU model may use any node: the A100 one frees up first. One that
     # asks for V100s is prepared on n1 alone (its four GPUs free up at 50 s).
-    assert s.nodes_for(job("any", 0.0, gpus=4), 0.0, rows) == [2]
+    assert s.nodes_for([job("any", 0.0, gpus=4)], 0.0, rows) == [[2]]
     v100 = job("v100", 0.0, 60.0, task(4, models=("V100",)))
-    assert s.nodes_for(v100, 0.0, rows) == [1]
+    assert s.nodes_for([v100], 0.0, rows) == [[1]]
     # Six GPUs in two tasks of three: n1's four, then n0's two that "mid" holds.
     two = job("two", 0.0, 60.0, task(3, models=("V100",)), tasks=2)
-    assert s.nodes_for(two, 0.0, rows) == [1, 0]
-    assert s.nodes_for(v100, 0.0, []) == []
+    assert s.nodes_for([two], 0.0, rows) == [[1, 0]]
+    assert s.nodes_for([v100], 0.0, []) == [[]]
 
 
 def test_never_more_than_the_cap_of_nodes() -> None:
@@ -63,4 +63,4 @@ def test_never_more_than_the_cap_of_nodes() -> None:
     view = ClusterView(cluster(*(node(f"n{i}", 1, V100) for i in range(n))))
     rows = [running(view, f"r{i}", i, [0], 100.0 + i) for i in range(n)]
     big = job("big", 0.0, 60.0, gpus=1, tasks=n)
-    assert starts(view).nodes_for(big, 0.0, rows) == list(range(PRESTAGE_NODES))
+    assert starts(view).nodes_for([big], 0.0, rows) == [list(range(PRESTAGE_NODES))]

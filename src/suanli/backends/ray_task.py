@@ -106,9 +106,9 @@ class TaskKeeper:
         spec = self.spec
         run_dir = self.local.run_dir_for(spec.job_id, spec.attempt, spec.task)
         try:
-            write_json_atomic(
-                prepared_path(run_dir), {"job_id": job_id, "files": files, "at": time.time()}
-            )
+            # (0600, the actor's own: it may name another user's job, not for this task to read)
+            answer = prepared_path(run_dir)
+            write_json_atomic(answer, {"job_id": job_id, "files": files, "at": time.time()})
         except OSError:
             pass  # (the answer is for inspection: the read-ahead happened)
         return files

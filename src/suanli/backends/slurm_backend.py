@@ -707,9 +707,15 @@ class SlurmBackend(SharedRunDirs, OutageClock):
             t = next((t for t in agents if t.node == node), None)
             if t is None or (Path(t.handle.run_dir) / EXIT_FILE).exists():
                 continue
-            _tell(control_paths(Path(t.handle.run_dir))["prepare"],
-                  {"job_id": job.job_id, "attempt": job.attempt,
-                   "directory": job.checkpoint_dir, "requested_at": time.time()})  # fmt: skip
+            path = control_paths(Path(t.handle.run_dir))["prepare"]
+            write_json_atomic(path, {"job_id": job.job_id, "attempt": job.attempt,
+                                     "directory": job.checkpoint_dir,
+                                     "requested_at": time.time()})  # fmt: skip
+            # It names another job and where its checkpoint lies: written 0600 and given to
+            # that job's user (whose step reads it), not made world-readable as a stop
+            # request is (the job's directory is 0711: anyone knowing the name could read).
+            if job.run_as is not None and os.geteuid() == 0:
+                os.chown(path, *job.run_as)
             asked.append(node)
         return agents_note(asked, job.nodes, "suanli task of its user")
 

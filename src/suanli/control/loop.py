@@ -647,14 +647,18 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         prepare = getattr(self.backend, "prepare", None)
         if prepare is None:
             return
-        rows = self._running_rows() if soon else []
-        for job_id in soon:
-            entry = self.pending.get(job_id)
-            if entry is None:
-                continue
-            rec, spec, job = entry
+        entries = [e for e in map(self.pending.get, soon) if e is not None]
+        if not entries:
+            return
+        try:
+            where = self.starts.nodes_for([e[2] for e in entries], now, self._running_rows())
+        except Exception:  # noqa: BLE001 - pre-staging is an optimisation
+            log.exception("expected nodes for pre-staging: not worked out; none named")
+            where = [[] for _ in entries]
+        for (rec, spec, job), on in zip(entries, where, strict=True):
+            job_id = rec.id
             try:
-                nodes = tuple(self.node_names[n] for n in self.starts.nodes_for(job, now, rows))
+                nodes = tuple(self.node_names[n] for n in on)
                 ask = Prepare(job_id, rec.attempts + 1, spec.checkpoint_dir, nodes,
                               self.config.run_as(job.tenant))  # fmt: skip
                 note = prepare(ask)

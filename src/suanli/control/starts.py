@@ -112,17 +112,24 @@ class LiveStarts:
         self.prepared.update(soon)
         return soon
 
-    def nodes_for(self, job: Job, now: float, rows: Sequence[RunningRow]) -> list[int]:
-        """The nodes ``job`` is expected to land on (see the module docstring), by index of
-        the view, the first to free up first."""
+    def nodes_for(
+        self, jobs: Sequence[Job], now: float, rows: Sequence[RunningRow]
+    ) -> list[list[int]]:
+        """The nodes each of ``jobs`` is expected to land on (see the module docstring), by
+        index of the view, the first to free up first (``rows``: the running attempts, their
+        ends expected once for all the jobs)."""
         if not rows:
-            return []
+            return [[] for _ in jobs]
+        first = self.estimator.expected_ends(now, rows).argsort(kind="stable").tolist()
+        return [self._nodes_for(job, [rows[k] for k in first]) for job in jobs]
+
+    def _nodes_for(self, job: Job, ending: list[RunningRow]) -> list[int]:
         ok = self.estimator.view.task_ok(job.task)
         want = max(job.task.gpus, 1) * max(job.tasks, 1)
         got: list[int] = []
         held = 0
-        for k in self.estimator.expected_ends(now, rows).argsort(kind="stable").tolist():
-            for tp in rows[k][2].tasks:
+        for _, _, placement in ending:
+            for tp in placement.tasks:
                 if not ok[tp.node]:
                     continue
                 if tp.node not in got:

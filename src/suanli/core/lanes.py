@@ -15,8 +15,8 @@ could start. ``Lanes`` owns:
   or, in strict order, at once (``pop_head``);
 * per shape, how many jobs wait, so that the shape table counts only shapes with jobs;
 * once ``jobs()`` was asked for (start-time plans ask for the whole queue), every pending
-  job by key as two sorted lists, kept as jobs come and go (the keys are unique: a queue
-  order's key ends with the job's id).
+  job by key as two sorted lists, kept as jobs come and go (a new job after those of an equal
+  key, as a stable sort would put it).
 
 Nothing here decides: the scheduler's cycle and its plugins read and change the lanes through
 these members.
@@ -25,7 +25,7 @@ these members.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +103,7 @@ class Lanes:
         if self.keep_order:
             heapq.heappush(self.ordered, (key, job))
         if self._keys is not None:
-            i = bisect_left(self._keys, key)
+            i = bisect_right(self._keys, key)
             self._keys.insert(i, key)
             self._jobs.insert(i, job)
 
@@ -114,12 +114,14 @@ class Lanes:
         else:  # behind its lane's head (conservative backfill may start it first)
             lane.heap.remove((self.pending[job.id][0], job))
             heapq.heapify(lane.heap)
-        self._unsort(self.pending.pop(job.id)[0])
+        self._unsort(self.pending.pop(job.id)[0], job.id)
         self._left(lane.shape)
 
-    def _unsort(self, key: Any) -> None:
+    def _unsort(self, key: Any, job_id: str) -> None:
         if self._keys is not None:
             i = bisect_left(self._keys, key)
+            while self._jobs[i].id != job_id:  # (an order whose keys can tie: the right one)
+                i += 1
             del self._keys[i], self._jobs[i]
 
     def remove(self, job_id: str) -> tuple[Lane, bool] | None:
@@ -128,7 +130,7 @@ class Lanes:
         entry = self.pending.pop(job_id, None)
         if entry is None:
             return None
-        self._unsort(entry[0])
+        self._unsort(entry[0], job_id)
         lane = self.lanes[entry[1]]
         was_head = lane.heap[0][1].id == job_id
         lane.heap = [e for e in lane.heap if e[1].id != job_id]

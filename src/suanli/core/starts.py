@@ -333,17 +333,17 @@ class StartEstimator:
         """The slots of the jobs' rows in the table, each predicted again once twice as many
         jobs have ended as when it last was (a prediction made early, from little, does not
         stay)."""
-        slot, ended, table = self._slot, self._ended, self._table
+        slot, ended = self._slot, self._ended
         if len(jobs) <= 4:  # (one arrival: no array work to find out)
             out = []
             for j in jobs:
                 i = slot.get(j.id)
-                if i is None or table[i, 5] * 2 + 1 <= ended:
+                if i is None or self._table[i, 5] * 2 + 1 <= ended:
                     i = self._predict([j])[0]
                 out.append(i)
             return np.array(out, np.int64)
         idx = np.array([slot.get(j.id, -1) for j in jobs], np.int64)
-        redo = np.flatnonzero((idx < 0) | (table[idx, 5] * 2 + 1 <= ended))
+        redo = np.flatnonzero((idx < 0) | (self._table[idx, 5] * 2 + 1 <= ended))
         if len(redo):
             idx[redo] = self._predict([jobs[k] for k in redo.tolist()])
         return idx
