@@ -7,6 +7,7 @@ given, which is what is checked. Every test runs on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pg import BACKENDS, postgres_server, store_location  # noqa: F401  (postgres_server: a fixture)
-from serving import DEADLINE_S, PY, Running, logs, start, submit, wait_state
+from serving import DEADLINE_S, PY, Running, logs, start, submit, user_token, wait_state
 from tasks import open_dir
 
 
@@ -222,3 +223,38 @@ def test_a_job_its_queue_can_never_admit_is_refused_at_submission(tmp_path: Path
             assert admin.get("/v1/jobs").json()["jobs"] == []  # nothing stored for it
     finally:
         r.stop()
+
+
+def test_a_waiting_jobs_checkpoint_is_read_ahead_and_a_hostile_one_reads_nothing_else(
+    srv: Running,
+) -> None:
+    """Pre-staging through the real server, as a plain user: a job expected to start within
+    minutes has its checkpoint read ahead, but only the regular file in it; a FIFO (which
+    would block a reader) and a link to a file outside are not opened, and the server goes
+    on answering. Another tenant cannot see that it happened."""
+    with srv.client() as admin:
+        mine = user_token(admin)
+        r = admin.post("/v1/tokens", json={"name": "bob", "role": "user", "tenant": "nlp",
+                                           "user": "bob"})  # fmt: skip
+        assert r.status_code == 201, r.text
+        theirs = r.json()["token"]
+    with open_dir() as ckpt, srv.client(mine) as c, srv.client(theirs) as other:
+        (ckpt / "model.pt").write_bytes(b"w" * 65536)
+        os.mkfifo(ckpt / "pipe")
+        (ckpt / "elsewhere").symlink_to("/etc/passwd")
+        busy = submit(c, command=[PY, "-c", "import time; time.sleep(60)"], gpus=2, estimate=20)
+        wait_state(c, busy, "running")
+        waiting = submit(c, command=["true"], gpus=2, estimate=10, checkpoint_dir=str(ckpt))
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            history = c.get(f"/v1/jobs/{waiting}").json()["history"]
+            said = [e["detail"] for e in history if e["kind"] == "prepared"]
+            if said:
+                break
+            assert time.monotonic() < deadline, history
+            time.sleep(0.1)
+        assert said == ["expected to start soon; 1 checkpoint file(s) read ahead"]
+        assert other.get(f"/v1/jobs/{waiting}").status_code == 404
+        for j in (waiting, busy):
+            assert c.post(f"/v1/jobs/{j}/cancel").status_code in (200, 202)
+            wait_state(c, j, "cancelled")
