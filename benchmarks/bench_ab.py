@@ -30,6 +30,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
@@ -58,6 +60,23 @@ def tree_env(tree: Path) -> dict[str, str]:
     if "SUANLI_TRACE_DIR" not in env and traces.is_dir():
         env["SUANLI_TRACE_DIR"] = str(traces)
     return env
+
+
+@contextmanager
+def base_tree(rev: str) -> Iterator[Path]:
+    """``rev`` checked out in a temporary git worktree (removed afterwards)."""
+    with tempfile.TemporaryDirectory(prefix="suanli-ab-") as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(base), rev],
+            cwd=HERE, check=True, capture_output=True,
+        )  # fmt: skip
+        try:
+            yield base
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(base)], cwd=HERE, check=False
+            )
 
 
 def cpu_of(tree: Path, args: list[str]) -> float:
@@ -93,44 +112,34 @@ def main(argv: list[str]) -> None:
     for n in names:
         if n not in SCENARIOS:
             raise SystemExit(f"unknown scenario {n!r} (known: {', '.join(SCENARIOS)})")
-    with tempfile.TemporaryDirectory(prefix="suanli-ab-") as tmp:
-        base = Path(tmp) / "base"
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(base), args.base],
-            cwd=HERE, check=True, capture_output=True,
-        )  # fmt: skip
-        try:
-            rev = subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], cwd=base, capture_output=True, text=True
-            ).stdout.strip()
-            trees = {"base": base, "new": HERE}
-            for tree in trees.values():
-                check_imports(tree)
-            print(f"base {args.base} ({rev}) against the working tree, {args.runs} runs each")
-            results = {}
-            for name in names:
-                cmd = SCENARIOS[name]
-                for tree in trees.values():  # warm: compile and cache kernels, untimed
-                    cpu_of(tree, cmd)
-                samples: dict[str, list[float]] = {"base": [], "new": []}
-                for k in range(args.runs):
-                    order = ("base", "new") if k % 2 == 0 else ("new", "base")
-                    for which in order:
-                        samples[which].append(cpu_of(trees[which], cmd))
-                mb, mn = statistics.median(samples["base"]), statistics.median(samples["new"])
-                results[name] = {"base": samples["base"], "new": samples["new"], "ratio": mn / mb}
-                print(
-                    f"{name:14s} base median {mb:8.2f} s  new median {mn:8.2f} s  "
-                    f"new/base {mn / mb:5.3f}   base {fmt(samples['base'])}  "
-                    f"new {fmt(samples['new'])}",
-                    flush=True,
-                )
-            if args.json is not None:
-                args.json.write_text(json.dumps({"base": rev, "results": results}, indent=1))
-        finally:
-            subprocess.run(
-                ["git", "worktree", "remove", "--force", str(base)], cwd=HERE, check=False
+    with base_tree(args.base) as base:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=base, capture_output=True, text=True
+        ).stdout.strip()
+        trees = {"base": base, "new": HERE}
+        for tree in trees.values():
+            check_imports(tree)
+        print(f"base {args.base} ({rev}) against the working tree, {args.runs} runs each")
+        results = {}
+        for name in names:
+            cmd = SCENARIOS[name]
+            for tree in trees.values():  # warm: compile and cache kernels, untimed
+                cpu_of(tree, cmd)
+            samples: dict[str, list[float]] = {"base": [], "new": []}
+            for k in range(args.runs):
+                order = ("base", "new") if k % 2 == 0 else ("new", "base")
+                for which in order:
+                    samples[which].append(cpu_of(trees[which], cmd))
+            mb, mn = statistics.median(samples["base"]), statistics.median(samples["new"])
+            results[name] = {"base": samples["base"], "new": samples["new"], "ratio": mn / mb}
+            print(
+                f"{name:14s} base median {mb:8.2f} s  new median {mn:8.2f} s  "
+                f"new/base {mn / mb:5.3f}   base {fmt(samples['base'])}  "
+                f"new {fmt(samples['new'])}",
+                flush=True,
             )
+        if args.json is not None:
+            args.json.write_text(json.dumps({"base": rev, "results": results}, indent=1))
 
 
 def fmt(xs: list[float]) -> str:

@@ -31,11 +31,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -127,11 +125,12 @@ def cost() -> dict[str, float]:
     return out
 
 
-def _cost_of(src: Path) -> dict[str, float]:
-    """``cost()`` of the ``suanli`` in ``src``, in a fresh process."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    got = subprocess.run([sys.executable, __file__, "--cost-json"], env=env, check=True,
-                         capture_output=True, text=True)  # fmt: skip
+def _cost_of(tree: Path) -> dict[str, float]:
+    """``cost()`` of the ``suanli`` in ``tree``'s ``src``, in a fresh process."""
+    from bench_ab import tree_env
+
+    got = subprocess.run([sys.executable, __file__, "--cost-json"], env=tree_env(tree),
+                         check=True, capture_output=True, text=True)  # fmt: skip
     return json.loads(got.stdout.strip().splitlines()[-1])
 
 
@@ -143,22 +142,16 @@ def costs(base: str | None, rounds: int) -> tuple[dict[str, float], dict[str, fl
     """This tree's cost figures and ``base``'s (None: none), each the median over ``rounds``
     fresh processes, the two trees alternating (base first on even rounds), so that a slow
     spell of the machine falls on both."""
-    here = HERE / "src"
+    from bench_ab import base_tree
+
     if base is None:
-        return _median([_cost_of(here) for _ in range(rounds)]), None
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(HERE), "worktree", "add", "-q", "--detach", str(tree),
-                        base], check=True)  # fmt: skip
-        try:
-            new, old = [], []
-            for r in range(rounds):
-                for src in (tree / "src", here) if r % 2 == 0 else (here, tree / "src"):
-                    (old if src != here else new).append(_cost_of(src))
-            return _median(new), _median(old)
-        finally:
-            subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(tree)],
-                           check=False)  # fmt: skip
+        return _median([_cost_of(HERE) for _ in range(rounds)]), None
+    with base_tree(base) as tree:
+        new, old = [], []
+        for r in range(rounds):
+            for t in (tree, HERE) if r % 2 == 0 else (HERE, tree):
+                (new if t == HERE else old).append(_cost_of(t))
+        return _median(new), _median(old)
 
 
 def print_cost(new: dict[str, float], base: dict[str, float] | None, label: str) -> None:
