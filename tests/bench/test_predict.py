@@ -13,14 +13,17 @@ import pytest
 from suanli.bench.predict import (
     FIFO,
     POLICIES,
+    SEARCH_POINTS,
     Row,
     find_time_scale,
     load,
+    offered_scale,
     parse_policies,
     pooled,
     run_trace,
     verdict,
 )
+from suanli.core.model import Job, TaskRequest
 from suanli.traces.catalogue import PHILLY_USER_JOBS
 from support import trace_dir_or_skip, write_gpw
 
@@ -53,8 +56,49 @@ def test_the_search_converges_within_ten_runs(root: float) -> None:
     ts = find_time_scale(load_stub(), [], evaluate=run)
     assert ts.converged and 0.9 <= ts.ratio <= 1.1
     assert len(calls) == len(ts.tried) <= 10
-    assert ts.tried[-1] == (ts.scale, ts.ratio)
+    assert (ts.scale, ts.ratio) in ts.tried[-SEARCH_POINTS:]  # from the last round
     assert abs(math.log(ts.scale / root)) < math.log(1.1) / 1.5 + 1e-9
+
+
+def test_the_search_starts_at_the_offered_load_and_runs_rounds_of_two() -> None:
+    """The first round is the scale at which the jobs' GPU-time fills the cluster over
+    their arrival span, and twice it; each round's points come from the runs before it
+    only, so running a round's points at once (``evaluate_many``) changes nothing."""
+    trace = load_stub()
+    trace.jobs = [_job(i, submit=100.0 * i, gpus=2, runtime=500.0) for i in range(11)]
+    trace.cluster = type("C", (), {"total_gpus": 4})()
+    offered = offered_scale(trace, trace.jobs)
+    assert offered == pytest.approx(11 * 2 * 500.0 / (4 * 1000.0))
+    run, calls = _power_law(0.9, slope=4.0)
+    rounds: list[list[float]] = []
+
+    def many(scales: list[float]) -> list[tuple[float, None]]:
+        rounds.append(list(scales))
+        return [run(s) for s in scales]
+
+    ts = find_time_scale(trace, evaluate_many=many)
+    assert rounds[0] == pytest.approx([offered, 2 * offered])
+    assert all(len(r) == SEARCH_POINTS for r in rounds)
+    one_by_one, _ = _power_law(0.9, slope=4.0)
+    assert find_time_scale(trace, evaluate=one_by_one).tried == ts.tried
+    assert ts.converged
+
+
+def test_the_search_brackets_a_ratio_that_is_not_monotone() -> None:
+    """FIFO's ratio need not fall everywhere as arrivals spread (a burst may land
+    differently): a run that waited long above one that waited little is not taken as the
+    bracket's low end, and the search still ends in the band."""
+
+    def bumpy(s: float) -> tuple[float, None]:
+        return (5.0 if 1.5 < s < 2.5 else (0.3 / s) ** 3), None
+
+    ts = find_time_scale(load_stub(), [], evaluate=bumpy)
+    assert [x for t in ts.tried[:2] for x in t] == pytest.approx(
+        [1.0, 0.027, 2.0, 5.0]
+    )  # light, then long waits above it
+    assert ts.converged, ts.tried
+    assert all(s < 1.0 for s, _ in ts.tried[2:])  # the bracket is below the light run
+    assert ts.scale == pytest.approx(0.3, rel=0.05)
 
 
 def test_the_search_says_when_it_does_not_converge() -> None:
@@ -62,6 +106,10 @@ def test_the_search_says_when_it_does_not_converge() -> None:
     ts = find_time_scale(load_stub(), [], evaluate=lambda s: (0.0, None))
     assert not ts.converged and len(ts.tried) == 10
     assert "did not converge" in ts.line()
+
+
+def _job(i: int, submit: float, gpus: int, runtime: float) -> Job:
+    return Job(id=f"j{i}", submit=submit, runtime=runtime, task=TaskRequest(gpus=gpus))
 
 
 def load_stub():

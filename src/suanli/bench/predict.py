@@ -12,9 +12,9 @@ The sweep (``docs/predict.md``, "The benchmark"):
 - **Load** (:func:`find_time_scale`): each trace is replayed on its own hardware
   (``speed_basis=trace.basis``) at the arrival time scale ``s`` (every submit × ``s``) where
   FIFO's mean wait is about the jobs' mean runtime (ratio in [0.9, 1.1]), so the queue is
-  never empty and no ratio is tuned by choosing the load. The search is a bisection on
-  ``log s`` (the split point interpolated where both ends' ratios are known), at most ten
-  FIFO runs; the FIFO run at the chosen scale is FIFO's row.
+  never empty and no ratio is tuned by choosing the load. The search starts at the
+  offered-load scale and runs two FIFO replays a round (a safeguarded secant on
+  ``log s``, at most ten runs); FIFO's row is run again at the chosen scale.
 - **Columns** (:class:`Row`): mean and P99 JCT; mean and P99 queueing delay, defined as JCT
   minus the time the job held GPUs over all its attempts (``finish - submit - held_s``: for a
   non-preemptive run the wait before its start, for a preemptive one also the time spent
@@ -36,6 +36,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ import numpy as np
 
 from suanli.core.builder import PolicySet
 from suanli.core.eviction_order import ranks_running
-from suanli.core.model import ClusterSpec, Job
+from suanli.core.model import MILLI, ClusterSpec, Job
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import create
 from suanli.core.speed import SpeedBasis
@@ -89,8 +90,12 @@ TARGET_KINDS = frozenset({"philly", "philly-users"})
 
 BAND = (0.9, 1.1)
 """FIFO's mean wait / mean runtime the load rule accepts."""
-BRACKET = (1 / 64, 4.0)
-"""Arrival time scales the search starts between (widened by 16× a side where needed)."""
+SEARCH_POINTS = 2
+"""FIFO runs per round of the load rule's search (run at once where there are processes)."""
+SEED_STEP = 2.0
+"""The search's first round: the offered-load scale and this many times it."""
+STEP = 4.0
+"""How far past the runs so far the search looks while one side is not yet found."""
 MAX_FIFO_RUNS = 10
 TRACE_BUDGET_S = 120.0
 """The wall time a trace's whole sweep (search and replays) should stay within."""
@@ -270,6 +275,11 @@ def replay(p: Prepared, policy: str, start_estimates: bool = True) -> Replay:
                   start_rel, start_covered, r.total_gpus * span)  # fmt: skip
 
 
+def _cost_rank(ps: PolicySet) -> tuple[bool, bool, bool]:
+    """Sorts the costlier replays first: training a model, preempting, backfilling."""
+    return (ps.runtime != "learned", not preemptive(ps.queue), ps.backfill == "none")
+
+
 def run_one(p: Prepared, policy: str) -> Replay:
     """One replay, wherever ``spread_map`` runs it."""
     return replay(p, policy)
@@ -317,72 +327,105 @@ def _fifo_ratio(trace: LoadedTrace, jobs: Sequence[Job], scale: float) -> tuple[
     return rp.row.wait_mean / mean_rt if mean_rt > 0 else math.nan, rp
 
 
+def search_run(shared: tuple[LoadedTrace, Sequence[Job]], scale: float) -> tuple[float, Replay]:
+    """One FIFO run of the search, wherever ``spread_map`` runs it."""
+    return _fifo_ratio(shared[0], shared[1], scale)
+
+
+def offered_scale(trace: LoadedTrace, jobs: Sequence[Job]) -> float:
+    """The arrival time scale at which the jobs' GPU-time over their arrival span equals the
+    cluster's GPUs (offered load 1): the search's first point. 1.0 where it cannot be worked
+    out (no jobs, no span, no GPUs)."""
+    cluster = getattr(trace, "cluster", None)
+    gpus = cluster.total_gpus if cluster is not None else 0
+    if len(jobs) < 2 or gpus <= 0:
+        return 1.0
+    work = sum(j.tasks * j.task.gpus * j.task.gpu_milli / MILLI * j.runtime for j in jobs)
+    span = max(j.submit for j in jobs) - min(j.submit for j in jobs)
+    s = work / (gpus * span) if span > 0 else 0.0
+    return s if s > 0 and math.isfinite(s) else 1.0
+
+
+def _next_points(
+    tried: Sequence[tuple[float, float]], x0: float, n: int, band: tuple[float, float]
+) -> list[float]:
+    """The search's next ``n`` points (``log s``) from the runs so far ((log s, ratio))."""
+    lo_b, hi_b = band
+    if not tried:  # the offered-load scale and SEED_STEP× it
+        return [x0 + j * math.log(SEED_STEP) for j in range(n)]
+    light = [(x, r) for x, r in tried if r < lo_b]
+    if not light:  # every run waited too long: spread arrivals out, STEP× a point
+        top = max(x for x, _ in tried)
+        return [top + j * math.log(STEP) for j in range(1, n + 1)]
+    b, rb = min(light)
+    below = [(x, r) for x, r in tried if r > hi_b and x < b]
+    if not below:  # every run (below the lightest) waited too little: compress arrivals
+        return [b - j * math.log(STEP) for j in range(1, n + 1)]
+    a, ra = max(below)
+    w = b - a
+    if not (ra > 0 and rb > 0 and math.isfinite(ra) and math.isfinite(rb)):
+        return [a + w * j / (n + 1) for j in range(1, n + 1)]  # split evenly
+    la, lb = math.log(ra), math.log(rb)
+    x = min(max(a + w * la / (la - lb), a + 0.1 * w), b - 0.1 * w)
+    if n == 1:
+        return [x]
+    # And the bisection's point, which shrinks the bracket however the line misleads (a
+    # quarter of the way from the line's point toward the farther end where the two meet).
+    mid = (a + b) / 2
+    if abs(mid - x) <= 0.02 * w:
+        mid = x + ((b if x < mid else a) - x) / 4
+    return [x, mid]
+
+
 def find_time_scale(
     trace: LoadedTrace,
     jobs: Sequence[Job] | None = None,
     *,
     band: tuple[float, float] = BAND,
-    bracket: tuple[float, float] = BRACKET,
     max_runs: int = MAX_FIFO_RUNS,
     evaluate: Callable[[float], tuple[float, Replay | None]] | None = None,
+    evaluate_many: Callable[[list[float]], list[tuple[float, Replay | None]]] | None = None,
 ) -> TimeScale:
     """The arrival time scale at which FIFO's mean wait is about the mean runtime.
 
-    Bisection on ``log s`` inside ``bracket`` (FIFO's wait falls as arrivals spread out):
-    the first split is the bracket's geometric middle; once both ends' ratios are known and
-    positive the split is interpolated linearly in (log s, log ratio), kept within the
-    middle 80% of the bracket, and every second step after keeping the same end is a plain
-    halving. An end never run is run once the bracket is within a factor 2 of it, and the
-    bracket is widened 16× past an end whose ratio is on the wrong side. Stops at a ratio in
-    ``band`` or after ``max_runs`` FIFO runs (then the closest in log ratio is taken).
-    ``evaluate`` (scale -> (ratio, replay)) replaces the FIFO runs, for tests."""
+    FIFO's wait falls as arrivals spread out (``s`` grows). The search runs ``SEARCH_POINTS``
+    FIFO replays a round (independent of each other: ``evaluate_many`` may run them at once)
+    and takes the points from the runs so far (``_next_points``):
+
+    - first, the offered-load scale (``offered_scale``) and ``SEED_STEP``× it;
+    - while no run has waited too little (ratio below ``band``), ``STEP``× and ``STEP``²×
+      the largest scale run; while none below the lightest has waited too long, the lightest
+      ÷ ``STEP`` and ÷ ``STEP``²;
+    - else, between the largest scale ``a`` that waited too long and the smallest ``b`` above
+      it that waited too little: the point where the line through (log s, log ratio) at both
+      crosses ratio 1 (kept within the middle 80% of [a, b]) and the bisection's middle (a
+      quarter of the way from the line's point toward the farther end where the two meet),
+      as in Dekker's safeguarded secant; where a ratio there is 0 or infinite, the points
+      that cut [a, b] evenly.
+
+    Stops after a round with a ratio in ``band`` or ``max_runs`` FIFO runs; the closest (in
+    log ratio) is taken. The points do not depend on how many processes run them, so neither
+    does the scale. ``evaluate`` (scale -> (ratio, replay)) or ``evaluate_many`` (scales ->
+    the same, in order) replace the FIFO runs, for tests and processes."""
     jobs = list(trace.jobs if jobs is None else jobs)
     mean_rt = float(np.mean([j.runtime for j in jobs])) if jobs else math.nan
-    run = evaluate or (lambda s: _fifo_ratio(trace, jobs, s))
+    if evaluate_many is None:
+        one = evaluate or (lambda s: _fifo_ratio(trace, jobs, s))
+        evaluate_many = lambda scales: [one(s) for s in scales]  # noqa: E731
+    x0 = math.log(offered_scale(trace, jobs))
     lo_b, hi_b = band
-    a, b = math.log(bracket[0]), math.log(bracket[1])
-    ra: float | None = None  # ratio at a (should be > band: too much waiting)
-    rb: float | None = None  # ratio at b (should be < band)
     tried: list[tuple[float, float, Replay | None]] = []
-    kept: list[str] = []
-
-    def pick() -> float:
-        if ra is None and b - a <= math.log(2):
-            return a
-        if rb is None and b - a <= math.log(2):
-            return b
-        mid = (a + b) / 2
-        if ra is None or rb is None or ra <= 0 or rb <= 0 or not math.isfinite(ra + rb):
-            return mid
-        if len(kept) >= 2 and kept[-1] == kept[-2]:
-            return mid
-        la, lb = math.log(ra), math.log(rb)
-        if la == lb:
-            return mid
-        x = a + (b - a) * la / (la - lb)
-        w = b - a
-        return min(max(x, a + 0.1 * w), b - 0.1 * w)
-
     while len(tried) < max_runs:
-        x = pick()
-        ratio, rp = run(math.exp(x))
-        tried.append((math.exp(x), ratio, rp))
-        if lo_b <= ratio <= hi_b:
+        done = {x for x, _, _ in tried}
+        xs = _next_points([(x, r) for x, r, _ in tried], x0,
+                          min(SEARCH_POINTS, max_runs - len(tried)), band)  # fmt: skip
+        xs = [x for x in xs if x not in done]
+        if not xs:
             break
-        if ratio > hi_b:  # too much waiting: spread arrivals more
-            if x >= b:  # the high end is still too loaded: widen
-                a, ra = b, ratio
-                b, rb = b + math.log(16), None
-            else:
-                a, ra = x, ratio
-            kept.append("b")
-        else:
-            if x <= a:
-                b, rb = a, ratio
-                a, ra = a - math.log(16), None
-            else:
-                b, rb = x, ratio
-            kept.append("a")
+        got = evaluate_many([math.exp(x) for x in xs])
+        tried.extend((x, r, rp) for x, (r, rp) in zip(xs, got, strict=True))
+        if any(lo_b <= r <= hi_b for r, _ in got):
+            break
 
     def distance(t: tuple[float, float, Replay | None]) -> float:
         r = t[1]
@@ -390,10 +433,10 @@ def find_time_scale(
 
     best = min(tried, key=lambda t: (distance(t), abs(t[1] - 1)))
     return TimeScale(
-        scale=best[0],
+        scale=math.exp(best[0]),
         ratio=best[1],
         mean_runtime_s=mean_rt,
-        tried=tuple((s, r) for s, r, _ in tried),
+        tried=tuple((math.exp(x), r) for x, r, _ in tried),
         converged=lo_b <= best[1] <= hi_b,
         fifo=best[2],
     )
@@ -550,13 +593,16 @@ def run_trace(
     start times, which cost most where the search overloads the cluster)."""
     t0 = time.perf_counter()
     trace, jobs = loaded if loaded is not None else load(spec, trace_dir, first)
-    ts = find_time_scale(trace, jobs)
+    # The search's rounds on the processes too (its points do not depend on how many).
+    many = partial(spread_map, search_run, shared=(trace, jobs), workers=workers)
+    ts = find_time_scale(trace, jobs, evaluate_many=many if workers > 1 else None)
     search_s = time.perf_counter() - t0
     labels = [PolicySet.parse(p).label for p in policies]
     todo = list(policies)
     prepared = prepare(trace, ts.scale, jobs)
-    # Longest first (the preemptive orders), so that the pool's last replays are short ones.
-    order = sorted(range(len(todo)), key=lambda i: not preemptive(PolicySet.parse(todo[i]).queue))
+    # Longest first (those that train a model, then the preemptive orders, then backfill), so
+    # that the pool's last replays are short ones.
+    order = sorted(range(len(todo)), key=lambda i: _cost_rank(PolicySet.parse(todo[i])))
     done = spread_map(run_one, [todo[i] for i in order], prepared, workers=workers)
     by_label = {r.row.policy: r for r in done}
     replays = [by_label[lab] for lab in labels]
