@@ -354,13 +354,21 @@ def _next_points(
     if not tried:  # the offered-load scale and SEED_STEP× it
         return [x0 + j * math.log(SEED_STEP) for j in range(n)]
     light = [(x, r) for x, r in tried if r < lo_b]
-    if not light:  # every run waited too long: spread arrivals out, STEP× a point
-        top = max(x for x, _ in tried)
-        return [top + j * math.log(STEP) for j in range(1, n + 1)]
+    below = [(x, r) for x, r in tried if r > hi_b and (not light or x < min(light)[0])]
+    if not light or not below:
+        # One side not found yet: every run waited too long (spread arrivals out) or every
+        # run below the lightest too little (compress them). Where the two runs nearest it
+        # have positive ratios, the line through them says where ratio 1 is (at most STEP²
+        # away); and STEP× (or STEP²× where the line's point is near it) past the edge.
+        toward = 1 if not light else -1
+        side = sorted(tried, reverse=True)[:2] if not light else sorted(light)[:2]
+        edge = side[0][0]
+        steps = [edge + toward * j * math.log(STEP) for j in (1, 2)]
+        line = _extrapolate(side, edge, toward) if len(side) == 2 else None
+        if line is None:
+            return steps[:n]
+        return [line, steps[0] if abs(line - steps[0]) > 0.1 else steps[1]][:n]
     b, rb = min(light)
-    below = [(x, r) for x, r in tried if r > hi_b and x < b]
-    if not below:  # every run (below the lightest) waited too little: compress arrivals
-        return [b - j * math.log(STEP) for j in range(1, n + 1)]
     a, ra = max(below)
     w = b - a
     if not (ra > 0 and rb > 0 and math.isfinite(ra) and math.isfinite(rb)):
@@ -375,6 +383,21 @@ def _next_points(
     if abs(mid - x) <= 0.02 * w:
         mid = x + ((b if x < mid else a) - x) / 4
     return [x, mid]
+
+
+def _extrapolate(side: Sequence[tuple[float, float]], edge: float, toward: int) -> float | None:
+    """Where the line through two runs ((log s, ratio)) on one side crosses ratio 1, kept
+    between a twentieth and ``STEP``² past ``edge`` in the direction ``toward``; None where
+    a ratio is 0 or infinite or the line does not fall."""
+    (x1, r1), (x2, r2) = side
+    if not (0 < r1 < math.inf and 0 < r2 < math.inf) or x1 == x2:
+        return None
+    slope = (math.log(r2) - math.log(r1)) / (x2 - x1)
+    if not slope < 0:
+        return None
+    x = x1 - math.log(r1) / slope
+    near, far = edge + toward * 0.05, edge + toward * 2 * math.log(STEP)
+    return min(max(x, near), far) if toward > 0 else max(min(x, near), far)
 
 
 def find_time_scale(
@@ -393,9 +416,11 @@ def find_time_scale(
     and takes the points from the runs so far (``_next_points``):
 
     - first, the offered-load scale (``offered_scale``) and ``SEED_STEP``× it;
-    - while no run has waited too little (ratio below ``band``), ``STEP``× and ``STEP``²×
-      the largest scale run; while none below the lightest has waited too long, the lightest
-      ÷ ``STEP`` and ÷ ``STEP``²;
+    - while no run has waited too little (ratio below ``band``), or none below the lightest
+      too long: where the line through (log s, log ratio) at the two runs nearest the side
+      not found falls, where it crosses ratio 1 (at most ``STEP``² past them), and ``STEP``×
+      past them (``STEP``²× where that is near the line's point); else ``STEP``× and
+      ``STEP``²× (÷ toward compression);
     - else, between the largest scale ``a`` that waited too long and the smallest ``b`` above
       it that waited too little: the point where the line through (log s, log ratio) at both
       crosses ratio 1 (kept within the middle 80% of [a, b]) and the bisection's middle (a
