@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 from numba import njit
@@ -258,6 +259,25 @@ class _Calibration:
         return np.maximum(np.where(left >= MIN_SAMPLES, mean, 2.0 * age), age)
 
 
+class _Ids:
+    """The ids a plan is made on, gathered once: the running attempts (job id, start) and
+    jobs, the queue's jobs; ``state`` fingerprints them (the same jobs, the same plan)."""
+
+    __slots__ = ("attempts", "running", "queue", "_state")
+
+    def __init__(self, rows: Sequence[RunningRow], pending: Sequence[Job]) -> None:
+        self.attempts = [(r[0].id, r[1]) for r in rows]
+        self.running = [a[0] for a in self.attempts]
+        self.queue = [j.id for j in pending]
+        self._state: int | None = None
+
+    @property
+    def state(self) -> int:
+        if self._state is None:
+            self._state = hash((tuple(self.attempts), tuple(self.queue)))
+        return self._state
+
+
 class StartEstimator:
     """Start-time estimates (see the module docstring) over ``view`` with the runtimes of
     ``runtime``; ``refresh``: seconds a plan answers before the next request plans again.
@@ -294,7 +314,10 @@ class StartEstimator:
         self._planned_at = -math.inf
         self._edges = grid(0.0)
         self._plans: list[np.ndarray] = []  # the plan: milli-GPU used, pools × buckets
-        self._known: dict[str, tuple[float, float]] = {}  # id -> (planned start, planned at)
+        # The plan's jobs: id -> index into the planned starts and the times they were placed.
+        self._known: dict[str, int] = {}
+        self._kstart: list[float] = []
+        self._kat: list[float] = []
         self._shown: dict[str, Estimate] = {}  # id -> the estimate last given for it
         self._planned_state = 0
         self._next_event = -math.inf
@@ -329,10 +352,10 @@ class StartEstimator:
         self._health = view.health_changes
 
     # ---------------------------------------------------------------- runtimes
-    def _slots(self, jobs: Sequence[Job]) -> np.ndarray:
-        """The slots of the jobs' rows in the table, each predicted again once twice as many
-        jobs have ended as when it last was (a prediction made early, from little, does not
-        stay)."""
+    def _slots(self, jobs: Sequence[Job], ids: Sequence[str] | None = None) -> np.ndarray:
+        """The slots of the jobs' rows in the table (``ids``: their ids, if at hand), each
+        predicted again once twice as many jobs have ended as when it last was (a prediction
+        made early, from little, does not stay)."""
         slot, ended = self._slot, self._ended
         if len(jobs) <= 4:  # (one arrival: no array work to find out)
             out = []
@@ -342,7 +365,9 @@ class StartEstimator:
                     i = self._predict([j])[0]
                 out.append(i)
             return np.array(out, np.int64)
-        idx = np.array([slot.get(j.id, -1) for j in jobs], np.int64)
+        if ids is None:
+            ids = [j.id for j in jobs]
+        idx = np.fromiter(map(slot.get, ids, repeat(-1)), np.int64, len(ids))
         redo = np.flatnonzero((idx < 0) | (self._table[idx, 5] * 2 + 1 <= ended))
         if len(redo):
             idx[redo] = self._predict([jobs[k] for k in redo.tolist()])
@@ -373,9 +398,9 @@ class StartEstimator:
         self._table[at] = rows
         return at
 
-    def _rows(self, jobs: Sequence[Job]) -> np.ndarray:
+    def _rows(self, jobs: Sequence[Job], ids: Sequence[str] | None = None) -> np.ndarray:
         """The jobs' rows (a copy)."""
-        idx = self._slots(jobs)  # (may grow the table)
+        idx = self._slots(jobs, ids)  # (may grow the table)
         return self._table[idx]
 
     def learn(self, job: Job, runtime: float) -> None:
@@ -443,30 +468,31 @@ class StartEstimator:
             and bool(self._plans)
         )
         rows: list[RunningRow] | None = None
-        state: int | None = None
+        ids: _Ids | None = None
         if fresh and now - self._planned_at >= self.refresh:
             # Due for a plan; but one on the same jobs, before anything it foresaw happens,
             # would be the same plan: it stands.
             rows = list(running())
             queue = queue if queue is not None else pending()
-            state = self._state(rows, queue)
-            fresh = now < self._next_event and state == self._planned_state
+            ids = _Ids(rows, queue)
+            fresh = now < self._next_event and ids.state == self._planned_state
         if not fresh:
             rows = list(running()) if rows is None else rows
-            self._replan(now, rows, queue if queue is not None else pending(), state)
+            queue = queue if queue is not None else pending()
+            self._replan(now, rows, queue, ids if ids is not None else _Ids(rows, queue))
         elif missing:
             self._place(missing, self._rows(missing), now)
-        known = self._known
+        known, kstart, kat = self._known, self._kstart, self._kat
         shown = self._shown
         said = self._said
         waits = self.waits
         lo, hi = (waits.quantile(0.5), waits.quantile(PLAN_Q)) if waits.ready else (1.0, 1.0)
         out = {}
         for j in want:
-            got = known.get(j.id)
-            if got is None:
+            k = known.get(j.id)
+            if k is None:
                 continue
-            start, at = got
+            start, at = kstart[k], kat[k]
             if j.id not in said and self.calibration.ready:
                 # Its first estimate made on calibrated runtimes: the one its real wait will
                 # be compared with (one made before, from too little, would teach nothing).
@@ -491,35 +517,31 @@ class StartEstimator:
         if first is not None and first[1] - first[0] >= MIN_WAIT_S:
             self.waits.learn(first[1] - first[0], at - first[0])
 
-    @staticmethod
-    def _state(rows: list[RunningRow], pending: Sequence[Job]) -> int:
-        """What a plan rests on, as a fingerprint: the running attempts and the queue."""
-        return hash((tuple([(r[0].id, r[1]) for r in rows]), tuple([j.id for j in pending])))
-
     def _replan(
-        self, now: float, rows: list[RunningRow], pending: Sequence[Job], state: int | None = None
+        self, now: float, rows: list[RunningRow], pending: Sequence[Job], ids: _Ids
     ) -> None:
-        table = self._rows(pending)
-        run_rows = self._rows([r[0] for r in rows])
+        table = self._rows(pending, ids.queue)
+        run_rows = self._rows([r[0] for r in rows], ids.running)
         self._pools_ready()
         n_pools = len(self._cap)
         use = self._use
         if len(use) > 2 * len(rows) + 1000:
-            self._use = use = {(r[0].id, r[1]): use[(r[0].id, r[1])]
-                               for r in rows if (r[0].id, r[1]) in use}  # fmt: skip
-        masks = np.array(self._masks, dtype=np.bool_).reshape(-1, self.view.n_nodes)
-        run_use = np.zeros((len(rows), n_pools), np.int64)
-        for r, (job, start, p) in enumerate(rows):
-            u = use.get((job.id, start))
-            if u is None or len(u) != n_pools:
+            self._use = use = {k: use[k] for k in ids.attempts if k in use}
+        keys = ids.attempts
+        held = list(map(use.get, keys))
+        masks: np.ndarray | None = None
+        for r, u in enumerate(held):
+            if u is None or len(u) != n_pools:  # an attempt new since (or a pool new)
+                if masks is None:
+                    masks = np.array(self._masks, dtype=np.bool_).reshape(-1, self.view.n_nodes)
                 u = np.zeros(n_pools, np.int64)
-                for tp in p.tasks:
+                for tp in rows[r][2].tasks:
                     u += masks[:, tp.node] * (tp.gpu_milli * len(tp.gpus))
-                use[(job.id, start)] = u
-            run_use[r] = u
+                held[r] = use[keys[r]] = u
+        run_use = np.array(held, np.int64) if held else np.zeros((0, n_pools), np.int64)
         if len(self._slot) > 4 * (len(rows) + len(pending)) + 1000:
             # Rows of jobs gone without ending here (cancelled): their slots are freed.
-            here = {j.id for j in pending} | {r[0].id for r in rows}
+            here = set(ids.queue).union(ids.running)
             slot = self._slot
             for k in [k for k in slot if k not in here]:
                 self._free.append(slot.pop(k))
@@ -532,27 +554,29 @@ class StartEstimator:
             used = np.zeros((n_pools, len(edges) - 1), np.int64)
             _charge_running(edges, np.ascontiguousarray(run_end[qi]), run_use, used)
             self._plans.append(used)
-        self._known = {}
+        self._known, self._kstart, self._kat = {}, [], []
         if len(self._shown) + len(self._said) > 4 * len(pending) + 2000:
             # What was said of jobs gone without starting (cancelled): forgotten.
-            here = {j.id for j in pending}
+            here = set(ids.queue)
             self._shown = {k: v for k, v in self._shown.items() if k in here}
             self._said = {k: v for k, v in self._said.items() if k in here}
         self._planned_at = now
-        self._planned_state = self._state(rows, pending) if state is None else state
+        self._planned_state = ids.state
         self.plans += 1
-        self._place(pending, table, now)
+        planned = self._place(pending, table, now, ids.queue)
         # The first thing the plan foresees: a running job's end or a pending job's start.
         ahead = run_end[run_end > now]
         self._next_event = float(ahead.min()) if len(ahead) else math.inf
-        planned = np.fromiter((k[0] for k in self._known.values()), np.float64)
         later = planned[planned > now]
         if len(later):
             self._next_event = min(self._next_event, float(later.min()))
 
-    def _place(self, jobs: Sequence[Job], cols: np.ndarray, now: float) -> None:
+    def _place(
+        self, jobs: Sequence[Job], cols: np.ndarray, now: float, ids: Sequence[str] | None = None
+    ) -> np.ndarray:
+        """Place ``jobs`` (their rows ``cols``) after those the plan holds: their starts."""
         if not jobs:
-            return
+            return np.zeros(0)
         pools = cols[:, 0].astype(np.int64)
         dem = cols[:, 1].astype(np.int64)
         durations = self._runtimes(cols, np.zeros(len(cols)))
@@ -561,10 +585,16 @@ class StartEstimator:
         out = np.zeros(len(jobs), np.float64)
         dur = np.ascontiguousarray(durations[0])
         _plan(self._cap, self._overlap, edges, first, now, pools, dem, dur, self._plans[0], out)
-        at = [now] * len(jobs)
-        self._known.update(
-            zip([j.id for j in jobs], zip(out.tolist(), at, strict=True), strict=True)
-        )
+        known, kstart = self._known, self._kstart
+        base = len(kstart)
+        if len(jobs) == 1:
+            known[jobs[0].id] = base
+        else:
+            names = [j.id for j in jobs] if ids is None else ids
+            known.update(zip(names, range(base, base + len(jobs)), strict=True))
+        kstart.extend(out.tolist())
+        self._kat.extend([now] * len(jobs))
+        return out
 
 
 def for_runtime(
