@@ -169,6 +169,25 @@ def test_simulate_prestage_saves_start_up_delay(runner: CliRunner, tmp_path: Pat
     assert refused.exit_code == 2 and "--prestage: only with a --startup-delay" in refused.output
 
 
+def test_simulate_with_failures(runner: CliRunner, tmp_path: Path) -> None:
+    """``--failures``: the JSON summary and the table say what failed and what it cost; the
+    attempts CSV marks the lost attempts; a bad rate is refused, named."""
+    args = ["simulate", *SMALL, "-p", "fifo+best-fit", "--failures", "3600",
+            "--node-failures-per-day", "2", "--gpu-failures-per-day", "0.2"]  # fmt: skip
+    result = run(runner, *args, "--json", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    f = json.loads(result.stdout)["results"][0]["failures"]
+    assert f["count"] > 0 and f["by_level"]["node"] > 0 and f["interrupted_attempts"] > 0
+    assert f["down_gpu_hours"] > 0 and len(f["failures"]) == f["count"]
+    with (tmp_path / "fifo_best-fit-attempts.csv").open() as fh:
+        outcomes = [r["outcome"] for r in csv.DictReader(fh)]
+    assert outcomes.count("failed") == f["interrupted_attempts"]
+    table = run(runner, *args, "--quiet")
+    assert table.exit_code == 0 and "[fifo+best-fit] failures:" in table.output
+    bad = run(runner, "simulate", *SMALL, "--failures", "0")
+    assert bad.exit_code != 0 and "repair_s must be a number of seconds > 0" in bad.output
+
+
 def test_simulate_json_with_out_keeps_stdout_pure(runner: CliRunner, tmp_path: Path) -> None:
     result = run(
         runner, "simulate", *SMALL, "-p", "fifo+best-fit", "--json", "--out", str(tmp_path)

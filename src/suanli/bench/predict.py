@@ -36,7 +36,6 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -618,8 +617,11 @@ def run_trace(
     start times, which cost most where the search overloads the cluster)."""
     t0 = time.perf_counter()
     trace, jobs = loaded if loaded is not None else load(spec, trace_dir, first)
+
     # The search's rounds on the processes too (its points do not depend on how many).
-    many = partial(spread_map, search_run, shared=(trace, jobs), workers=workers)
+    def many(scales: list[float]) -> list[tuple[float, Replay | None]]:
+        return list(spread_map(search_run, scales, (trace, jobs), workers=workers))
+
     ts = find_time_scale(trace, jobs, evaluate_many=many if workers > 1 else None)
     search_s = time.perf_counter() - t0
     labels = [PolicySet.parse(p).label for p in policies]

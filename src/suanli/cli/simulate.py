@@ -50,6 +50,7 @@ from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
 from suanli.sim.engine import simulate
 from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
+from suanli.sim.failures import DETECT_S, GPU_PER_DAY, NODE_PER_DAY, FailureModel
 from suanli.sim.results import SimResult, Window
 from suanli.sim.spread import SpreadError, check_address, spread_map
 from suanli.traces import LoadedTrace, resolve_trace
@@ -262,6 +263,7 @@ class Replay:
     start_estimates: bool = False
     startup_s: float = 0.0
     prestage: bool = False
+    failures: FailureModel | None = None
 
 
 def simulate_one(
@@ -290,6 +292,7 @@ def simulate_one(
         start_estimates=replay.start_estimates,
         startup_s=replay.startup_s,
         prestage=replay.prestage,
+        failures=replay.failures,
     )
 
 
@@ -314,6 +317,7 @@ def run_all(
     start_estimates: bool = False,
     startup_s: float = 0.0,
     prestage: bool = False,
+    failures: FailureModel | None = None,
 ) -> list[SimResult]:
     """Simulate ``jobs`` under each policy set (same jobs, same seed), in this process one
     after another, or each as a task on the Ray cluster at ``ray`` (``suanli.sim.spread``:
@@ -335,6 +339,7 @@ def run_all(
         start_estimates,
         startup_s,
         prestage,
+        failures,
     )
     runs = [
         (
@@ -473,6 +478,54 @@ def simulate_command(
             "soon, so that it starts with less or none of that delay (docs/predict.md).",
         ),
     ] = False,
+    failures: Annotated[
+        float | None,
+        typer.Option(
+            "--failures",
+            min=0.0,
+            metavar="REPAIR_SECONDS",
+            help="GPUs, nodes and racks fail (rates per component-day below; defaults from "
+            "Llama 3's 54-day run), are found after --failure-detect-s and are back this many "
+            "seconds later; the attempts they take down resume from their last checkpoint "
+            "(docs/failures.md).",
+        ),
+    ] = None,
+    gpu_failures: Annotated[
+        float,
+        typer.Option(
+            "--gpu-failures-per-day",
+            min=0.0,
+            metavar="RATE",
+            help="With --failures: failures per GPU-day (each drains its node).",
+        ),
+    ] = GPU_PER_DAY,
+    node_failures: Annotated[
+        float,
+        typer.Option(
+            "--node-failures-per-day",
+            min=0.0,
+            metavar="RATE",
+            help="With --failures: failures per node-day.",
+        ),
+    ] = NODE_PER_DAY,
+    rack_failures: Annotated[
+        float,
+        typer.Option(
+            "--rack-failures-per-day",
+            min=0.0,
+            metavar="RATE",
+            help="With --failures: failures per rack-day (no published default).",
+        ),
+    ] = 0.0,
+    failure_detect: Annotated[
+        float,
+        typer.Option(
+            "--failure-detect-s",
+            min=0.0,
+            metavar="SECONDS",
+            help="With --failures: seconds before a failure is found.",
+        ),
+    ] = DETECT_S,
     skip_bad_rows: Annotated[
         bool,
         typer.Option(
@@ -645,6 +698,13 @@ def simulate_command(
     measure = window_option(window, steady=trace is None)
     if prestage and startup_delay == 0:
         fail("--prestage: only with a --startup-delay to save")
+    failure_model = None
+    if failures is not None:
+        with user_errors():
+            failure_model = FailureModel(
+                repair_s=failures, gpu_per_day=gpu_failures, node_per_day=node_failures,
+                rack_per_day=rack_failures, detect_s=failure_detect, seed=seed,
+            )  # fmt: skip
     if preemption_policy != "checkpoint-aware":
         if not preempt:
             fail("--preemption-policy: only with --preempt")
@@ -728,6 +788,7 @@ def simulate_command(
                     start_estimates=start_estimates,
                     startup_s=startup_delay,
                     prestage=prestage,
+                    failures=failure_model,
                 )
             except SpreadError as e:
                 fail(f"--ray: {e}")
@@ -762,6 +823,8 @@ def simulate_command(
         for r in results:
             for alert in r.budget_alerts:
                 console.print(f"[{r.label}] {alert}", markup=False)
+            if r.records.failures is not None:
+                console.print(f"[{r.label}] {r.records.failures.line()}", markup=False)
             notes = r.records.budget
             if notes:
                 refused = sum(1 for v in notes.values() if v.startswith("refused"))

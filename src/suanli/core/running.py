@@ -76,6 +76,9 @@ class RunningSet:
         self.preempted_at: dict[str, list[float]] = {}
         self.attained: dict[str, float] = {}
         self.worked: dict[str, float] = {}
+        self.resumed: set[str] = set()
+        """Jobs requeued after the hardware under them failed (``interrupted``): their next
+        attempt pays the restart overhead, as a preempted job's does."""
         self.version = 0
         """Moves whenever a record is added or dropped (a cache of the records is stale)."""
         self.log: list[Running] = []
@@ -97,7 +100,7 @@ class RunningSet:
             priority,
             pc.preemptible if pc is not None else False,
             history,
-            self.restart_overhead if history else 0.0,
+            self.restart_overhead if history or job.id in self.resumed else 0.0,
         )
         self.add(r)
         return r
@@ -128,6 +131,22 @@ class RunningSet:
         r = self.records.get(job_id)
         if r is not None:
             self.drop(r)
+
+    def interrupted(self, job_id: str, now: float, failed_at: float) -> None:
+        """``job_id``'s attempt was lost to a hardware failure at ``failed_at``, found at
+        ``now``: one more end, its GPU-seconds held until ``now`` count as attained service
+        and the work its checkpoints saved before ``failed_at`` as kept. It is not a
+        preemption (the thrash cap does not count it), but its next attempt pays the restart
+        overhead."""
+        self.ended += 1
+        self.resumed.add(job_id)
+        r = self.records.get(job_id)
+        if r is None:
+            return
+        self.drop(r)
+        held = r.placement.gpu_milli / 1000.0 * max(0.0, now - r.start)
+        self.attained[job_id] = self.attained.get(job_id, 0.0) + held
+        self.worked[job_id] = self.worked.get(job_id, 0.0) + r.kept(max(r.start, failed_at))
 
     def evicted(self, r: Running, now: float) -> None:
         """``r`` was evicted at ``now`` (its record was dropped by the what-if that chose

@@ -365,6 +365,22 @@ class Scheduler:
         for ledger in self.ledgers:
             ledger.ended(job_id, at)
 
+    def interrupted(self, job: Job, placement: JobPlacement, now: float, failed_at: float) -> None:
+        """``job``'s attempt on ``placement`` was lost to a hardware failure at ``failed_at``,
+        found at ``now``: its resources go back to the view, every ledger counts the attempt
+        ended, the running set keeps what the attempt attained and saved
+        (``RunningSet.interrupted``), and the job is queued again (requeued: no admission
+        check)."""
+        for tp in placement.tasks:
+            self.view.release(tp)
+        if self.running.enabled:
+            self.running.interrupted(job.id, now, failed_at)
+            if self.backfill is not None:
+                self.backfill.ended(job.id)
+        for ledger in self.ledgers:
+            ledger.ended(job.id, now)
+        self.submit(job, now, requeued=True)
+
     def learn(self, job: Job, runtime: float, at: float) -> None:
         """``job`` ended at ``at`` after running ``runtime`` seconds (at effective speed 1):
         a runtime predictor learns it (``seams.Predictor``; others ignore it). Told only at a

@@ -38,9 +38,10 @@ ATTEMPT_COLUMNS = (
 ``MODEL=milli`` (``;``-separated when an attempt spans GPU models); ``network_gb`` is the job's
 declared transfer, shared among its attempts in proportion to their durations."""
 
-FINISHED, PREEMPTED, RUNNING = 0, 1, 2
-OUTCOMES = ("finished", "preempted", "running")
-"""Attempt outcomes by code: it ended, it was evicted, or it was cut by the end of the run."""
+FINISHED, PREEMPTED, RUNNING, FAILED = 0, 1, 2, 3
+OUTCOMES = ("finished", "preempted", "running", "failed")
+"""Attempt outcomes by code: it ended, it was evicted, it was cut by the end of the run, or
+the hardware under it failed."""
 
 
 @dataclass(slots=True)
@@ -53,7 +54,7 @@ class AttemptUse:
     model: np.ndarray
     """Index into ``models`` of the GPU model of the attempt's nodes (-1: no GPU model)."""
     outcome: np.ndarray
-    """``FINISHED``, ``PREEMPTED`` or ``RUNNING`` (see ``OUTCOMES``)."""
+    """``FINISHED``, ``PREEMPTED``, ``RUNNING`` or ``FAILED`` (see ``OUTCOMES``)."""
     models: tuple[str, ...]
     mixed: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     """Attempts on nodes of several GPU models: attempt index -> ((model index, milli-GPU), ...)."""

@@ -57,8 +57,9 @@ from suanli.core.speed import REFERENCE, SpeedBasis
 from suanli.core.starts import RunningRow, for_runtime
 from suanli.core.tenancy import TenancySpec
 from suanli.core.view import ClusterView
-from suanli.sim.attempts import FINISHED, PREEMPTED, RUNNING, AttemptLog
+from suanli.sim.attempts import FAILED, FINISHED, PREEMPTED, RUNNING, AttemptLog
 from suanli.sim.explain import Explainer
+from suanli.sim.failures import FailureClock, FailureModel
 from suanli.sim.results import JobRecords, SimResult, Window, summarise
 
 PRESTAGE_STEP_S = 60.0
@@ -90,6 +91,7 @@ def simulate(
     start_estimates: bool = False,
     startup_s: float = 0.0,
     prestage: bool = False,
+    failures: FailureModel | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -120,7 +122,10 @@ def simulate(
     pending jobs are expected to start within ``startup_s`` (plus a step), and each is staged
     from then on; a staged job starts with its start-up cut by the time it was staged (none
     left once it had ``startup_s``). ``records.startup_paid`` and ``records.startup_saved``
-    say, per job, what its attempts spent and saved.
+    say, per job, what its attempts spent and saved. ``failures``: GPUs, nodes and racks
+    fail, are found and are repaired (``suanli.sim.failures``); the attempts they take down
+    keep what their checkpoints saved before the failure and are queued again
+    (``records.interruptions`` per job, ``records.failures`` the log and its cost).
     """
     if not startup_s >= 0:
         raise SpecError(f"startup_s must be >= 0 seconds, got {startup_s}")
@@ -164,6 +169,7 @@ def simulate(
             start_estimates,
             startup_s,
             prestage,
+            failures,
         )
     finally:
         if freeze:
@@ -218,6 +224,8 @@ class _Replay:
         self.attempt_rate = [1.0] * n  # runtime seconds done per wall second in this attempt
         self.preempted = [0] * n
         self.lost_gpu_s = [0.0] * n
+        self.interrupted = [0] * n  # attempts lost to hardware failures
+        self.attempt_extra = [0.0] * n  # this attempt's restart and start-up seconds
         self.held_s = [0.0] * n  # seconds holding resources, over all attempts
         self.log = AttemptLog(view.node_model.tolist(), [m.name for m in view.models])
         self.waited: dict[int, Reason] = {}  # job index -> the last reason it was given
@@ -270,7 +278,7 @@ class _Replay:
         self.busy_milli += p.gpu_milli * self.util[i]
         self.seq += 1
         rate = placed * speed / job.tasks
-        extra = self.overhead if self.preempted[i] else 0.0
+        extra = self.overhead if self.preempted[i] or self.interrupted[i] else 0.0
         if self.startup:
             since = self.staged.pop(i, None)
             saved = min(self.startup, t - since) if since is not None else 0.0
@@ -278,6 +286,7 @@ class _Replay:
             self.startup_paid[i] += self.startup - saved
             self.startup_saved[i] += saved
         self.attempt_start[i] = t
+        self.attempt_extra[i] = extra
         self.attempt_rate[i] = rate
         self.attempt_seq[i] = self.seq
         duration = self.remaining[i] / rate + extra
@@ -300,6 +309,28 @@ class _Replay:
         if self.explaining:
             self.notes.preempted(d, t)
 
+    def interrupt(self, i: int, t: float, failed_at: float) -> float:
+        """Job ``i``'s attempt is lost to a failure at ``failed_at``, found at ``t``: it
+        keeps the work its checkpoints saved before ``failed_at`` and is queued again. The
+        GPU-seconds it held that no checkpoint saved."""
+        p = self.running.pop(i)
+        del self.attempt_seq[i]
+        job = self.jobs[i]
+        start = self.attempt_start[i]
+        self.busy_milli -= p.gpu_milli * self.util[i]
+        worked = max(0.0, failed_at - start - self.attempt_extra[i])
+        ci = job.checkpoint_interval
+        kept = math.floor(worked / ci) * ci if ci else 0.0
+        self.remaining[i] = max(0.0, self.remaining[i] - kept * self.attempt_rate[i])
+        self.interrupted[i] += 1
+        lost = p.gpu_milli / 1000.0 * max(0.0, t - start - kept)
+        self.held_s[i] += t - start
+        self.log.add(i, start, t, p, FAILED)
+        self.sched.interrupted(job, p, t, failed_at)
+        if self.explaining:
+            self.notes.note(job.id, t, "interrupted: the hardware under it failed; requeued")
+        return lost
+
     def skip(self, d: Skip, t: float) -> None:
         self.waited[self.index[d.job.id]] = d.reason
         if self.explaining:
@@ -315,6 +346,27 @@ class _Replay:
         i = self.index[d.job.id]
         self.budget_notes[i] = str(d)
         self.jobs[i] = d.job  # it runs (and is reported) in its new class
+
+
+def _hardware(clock: FailureClock, rep: _Replay, view: ClusterView, t: float) -> None:
+    """The failure clock's next event, at ``t``: a failure found (its attempts interrupted,
+    its nodes out of service) or a repair (its nodes back)."""
+    what = clock.pop()
+    if isinstance(what, int):  # a repair
+        for node in clock.back(what):
+            view.set_health(node, True)
+        return
+    k = clock.taken_out(what, t)
+    hit, gpu = set(what.nodes), what.gpu
+    victims = [
+        i for i, p in rep.running.items()
+        if any(tp.node in hit and (gpu < 0 or gpu in tp.gpus) for tp in p.tasks)
+    ]  # fmt: skip
+    for i in sorted(victims):
+        clock.log.lost_gpu_s += rep.interrupt(i, t, what.at)
+    clock.interrupted(k, len(victims))
+    for node in what.nodes:
+        view.set_health(node, False)
 
 
 def _run(
@@ -334,6 +386,7 @@ def _run(
     start_estimates: bool = False,
     startup_s: float = 0.0,
     prestage: bool = False,
+    failures: FailureModel | None = None,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -360,7 +413,9 @@ def _run(
     quantile = getattr(sched.runtime, "quantile", None)
     p50 = np.full(n, np.nan)
     p90 = np.full(n, np.nan)
-    starts, teach = for_runtime(view, sched.runtime) if start_estimates or prestage else (None, None)
+    starts, teach = (
+        for_runtime(view, sched.runtime) if start_estimates or prestage else (None, None)
+    )
     next_stage = -math.inf
     lead = startup_s + PRESTAGE_STEP_S
     staged = rep.staged
@@ -374,6 +429,7 @@ def _run(
         return [(jobs[i], rep.attempt_start[i], p) for i, p in rep.running.items()]
 
     explaining = rep.explaining
+    clock = FailureClock(failures, cluster) if failures is not None else None
     finish_heap = rep.finish_heap
     attempt_seq = rep.attempt_seq
 
@@ -391,6 +447,12 @@ def _run(
         t_arr = submit[nxt] if nxt < n else inf
         t_fin = finish_heap[0][0] if finish_heap else inf
         t = t_arr if t_arr < t_fin else t_fin
+        # Failures matter while there is work: one to come, running or waiting.
+        t_hw = (
+            clock.next_at if clock is not None and (nxt < n or rep.running or len(sched)) else inf
+        )
+        if t_hw < t:
+            t = t_hw
         if cycle_interval == 0 and len(sched):
             t = min(t, sched.wake_at)  # e.g. a protection that kept a job from evicting ends
         t_tick = inf
@@ -399,17 +461,22 @@ def _run(
             t = min(t, t_tick)
         if t == inf or t > end:
             break
-        # Finishes first, then arrivals: capacity freed at t is visible to jobs arriving at t.
+        # Finishes first, then failures and repairs, then arrivals: capacity freed at t is
+        # visible to jobs arriving at t.
         while finish_heap and finish_heap[0][0] == t:
             _, fseq, i = heapq.heappop(finish_heap)
             if attempt_seq.get(i) != fseq:
-                continue  # the attempt this event was for was preempted
+                continue  # the attempt this event was for was preempted or interrupted
             rep.finished(i, t)
             if starts is not None:
                 job = jobs[i]
                 starts.learn(job, job.runtime)
                 if teach is not None:
                     teach(job, job.runtime, t)
+        if t_hw == t:
+            assert clock is not None
+            while clock.next_at == t:
+                _hardware(clock, rep, view, t)
         while nxt < n and submit[nxt] == t:
             told = sched.submit(jobs[nxt], t)
             if quantile is not None:
@@ -501,6 +568,10 @@ def _run(
     if preemption is not None:
         rec.preemptions = np.array(rep.preempted, dtype=np.int64)
         rec.lost_gpu_s = np.array(rep.lost_gpu_s)
+    if clock is not None:
+        clock.close(stop)
+        rec.interruptions = np.array(rep.interrupted, dtype=np.int64)
+        rec.failures = clock.log
     for job in sched.pending_jobs():
         r = sched.reason(job.id)
         if r is not None:

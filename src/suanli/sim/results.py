@@ -11,6 +11,7 @@ import numpy as np
 from suanli.core.decisions import Reason
 from suanli.core.model import MILLI, ClusterSpec, Job
 from suanli.sim.attempts import AttemptUse
+from suanli.sim.failures import FailureLog
 
 PERCENTILES = (50, 95, 99)
 
@@ -129,6 +130,10 @@ class JobRecords:
     """Times each job was preempted (None: preemption was off)."""
     lost_gpu_s: np.ndarray | None = None
     """GPU-seconds of work each job lost to preemption (None: preemption was off)."""
+    interruptions: np.ndarray | None = None
+    """Attempts of each job lost to hardware failures (None: failures were off)."""
+    failures: FailureLog | None = None
+    """What failed, when, and what it cost (None: failures were off)."""
     use: AttemptUse | None = None
     """What each attempt held and how it ended, aligned with ``attempts``."""
     waited: dict[int, Reason] = field(default_factory=dict)
@@ -314,6 +319,11 @@ class SimResult:
             "refused": sum(1 for v in self.records.budget.values() if v.startswith("refused")),
             "demoted": sum(1 for v in self.records.budget.values() if v.startswith("demoted")),
             "budget_alerts": self.budget_alerts,
+            **(
+                {"failures": self.records.failures.summary()}
+                if self.records.failures is not None
+                else {}
+            ),
             **(
                 {
                     "explain": {
