@@ -170,3 +170,23 @@ def test_on_a_cluster_that_never_queues_failures_only_delay() -> None:
     assert bool((hit.records.finish >= plain.records.finish - 1e-6).all())
     untouched = (hit.records.interruptions == 0) & (hit.records.start == hit.records.submit)
     np.testing.assert_allclose(hit.records.finish[untouched], plain.records.finish[untouched])
+
+
+def test_failure_counts_follow_the_stated_rates() -> None:
+    """Against the rates given (Llama 3's per-GPU and per-node figures, a rack rate): over
+    many simulated years of a 4-node cluster, each level's count is its rate × components ×
+    days within four Poisson standard deviations."""
+    from suanli.sim.failures import FailureClock, Found
+
+    c = busy_cluster()  # 32 GPUs, 4 nodes, 2 racks
+    model = FailureModel(repair_s=1.0, gpu_per_day=0.01, node_per_day=0.02, rack_per_day=0.005)
+    clock = FailureClock(model, c)
+    counts = {"gpu": 0, "node": 0, "rack": 0}
+    days = 20_000.0
+    while clock.next_at < days * DAY:
+        what = clock.pop()
+        if isinstance(what, Found):
+            counts[what.level] += 1
+    for level, expected in (("gpu", 0.01 * 32 * days), ("node", 0.02 * 4 * days),
+                            ("rack", 0.005 * 2 * days)):  # fmt: skip
+        assert abs(counts[level] - expected) < 4 * math.sqrt(expected), (level, counts)

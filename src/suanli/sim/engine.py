@@ -356,15 +356,14 @@ def _hardware(clock: FailureClock, rep: _Replay, view: ClusterView, t: float) ->
         for node in clock.back(what):
             view.set_health(node, True)
         return
-    k = clock.taken_out(what, t)
     hit, gpu = set(what.nodes), what.gpu
     victims = [
         i for i, p in rep.running.items()
         if any(tp.node in hit and (gpu < 0 or gpu in tp.gpus) for tp in p.tasks)
     ]  # fmt: skip
+    clock.taken_out(what, t, len(victims))
     for i in sorted(victims):
         clock.log.lost_gpu_s += rep.interrupt(i, t, what.at)
-    clock.interrupted(k, len(victims))
     for node in what.nodes:
         view.set_health(node, False)
 

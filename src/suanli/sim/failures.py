@@ -224,9 +224,9 @@ class FailureClock:
             self._draw(what.at)
         return what
 
-    def taken_out(self, f: Found, found: float) -> int:
-        """Record failure ``f``, found at ``found``, and schedule its repair; the returned
-        index names it."""
+    def taken_out(self, f: Found, found: float, interrupted: int) -> int:
+        """Record failure ``f``, found at ``found`` with ``interrupted`` attempts on its
+        hardware, and schedule its repair; the returned index names it."""
         nodes = f.nodes
         for n in nodes:
             if self.down[n] == 0:
@@ -234,7 +234,9 @@ class FailureClock:
             self.down[n] += 1
         k = len(self.log.failures)
         repaired = found + self.model.repair_s
-        self.log.failures.append(Failure(f.level, f.target, f.at, found, repaired, nodes))
+        self.log.failures.append(
+            Failure(f.level, f.target, f.at, found, repaired, nodes, interrupted)
+        )
         self._push(repaired, k)
         return k
 
@@ -253,8 +255,3 @@ class FailureClock:
         """The replay ended at ``stop``: capacity still out counts as down until then."""
         for n in np.flatnonzero(self.down > 0).tolist():
             self.log.down_gpu_s += float(self.node_gpus[n]) * max(0.0, stop - self.down_since[n])
-
-    def interrupted(self, k: int, count: int) -> None:
-        f = self.log.failures[k]
-        self.log.failures[k] = Failure(f.level, f.target, f.at, f.found, f.repaired, f.nodes,
-                                       f.interrupted + count)  # fmt: skip
