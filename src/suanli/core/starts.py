@@ -346,7 +346,10 @@ class StartEstimator:
             return
         masks = np.array(self._masks, dtype=np.bool_).reshape(len(self._masks), view.n_nodes)
         live = masks & view.healthy[None, :]
-        self._cap = (live * view.node_gpus[None, :]).sum(axis=1).astype(np.int64) * MILLI
+        gpus = view.node_gpus
+        if view.any_out:  # GPUs out of service hold nothing anyone waits for
+            gpus = gpus - view.gpu_out.sum(axis=1)
+        self._cap = (live * gpus[None, :]).sum(axis=1).astype(np.int64) * MILLI
         self._overlap = (live.astype(np.int64) @ live.T.astype(np.int64)) > 0
         np.fill_diagonal(self._overlap, True)
         self._health = view.health_changes

@@ -126,7 +126,14 @@ class ClusterView:
         """Called with a node index after every change of that node's free capacity or health."""
         self.task_listeners: list[Callable[[TaskPlacement, int], None]] = []
         self.health_changes = 0
-        """How many times a node's health was set (``set_health``)."""
+        """How many times a node's or a GPU's health was set (``set_health``,
+        ``set_gpu_health``)."""
+        self.gpu_out = np.zeros_like(slot)
+        """GPUs out of service (``set_gpu_health``): whatever is free of them is held, so
+        that no placement finds it, and what their holders release is held too."""
+        self.gpu_held_milli = np.zeros_like(self.gpu_free_milli)
+        self.gpu_held_mem = np.zeros_like(self.gpu_free_mem)
+        self.any_out = False
         """Called with each placement allocated (+1) or released (-1), after the node listeners."""
         self._undo: list[TaskPlacement] = []
         self._tracking = 0
@@ -256,6 +263,39 @@ class ClusterView:
         for listener in self.listeners:
             listener(node)
 
+    def set_gpu_health(self, node: int, gpu: int, healthy: bool) -> None:
+        """Take GPU ``gpu`` of ``node`` out of service (``healthy`` False) or return it.
+
+        Out of service, what is free of it is held, so no placement ever finds it free, and
+        what the allocations still on it release is held as it comes back; returned, all of
+        it is free again. Allocations stay, as ``set_health``'s do: taking the work off the
+        GPU is the caller's. Not inside a what-if (a ``checkpoint``): a rollback undoes
+        allocations, never a change of health."""
+        if self._tracking:
+            raise RuntimeError("a GPU's health cannot change inside a what-if")
+        if not (0 <= node < self.n_nodes and 0 <= gpu < self.node_gpus[node]):
+            raise OvercommitError(f"no GPU {gpu} on node index {node}")
+        if bool(self.gpu_out[node, gpu]) != healthy:
+            return
+        fm, gm = self.gpu_free_milli[node], self.gpu_free_mem[node]
+        hm, hg = self.gpu_held_milli[node], self.gpu_held_mem[node]
+        if not healthy:
+            if fm[gpu] == MILLI:
+                self.node_full_free[node] -= 1
+            self.node_free_milli[node] -= fm[gpu]
+            hm[gpu], hg[gpu], fm[gpu], gm[gpu] = fm[gpu], gm[gpu], 0, 0
+        else:
+            fm[gpu] += hm[gpu]
+            gm[gpu] += hg[gpu]
+            self.node_free_milli[node] += hm[gpu]
+            hm[gpu] = hg[gpu] = 0
+            if fm[gpu] == MILLI:
+                self.node_full_free[node] += 1
+        self.gpu_out[node, gpu] = not healthy
+        self.any_out = bool(self.gpu_out.any())
+        self.health_changes += 1
+        self._node_changed(node)
+
     def allocate(self, p: TaskPlacement) -> None:
         """Take ``p`` out of the free capacity, or raise ``OvercommitError`` and change nothing."""
         n = p.node
@@ -318,20 +358,33 @@ class ClusterView:
             fm = self.gpu_free_milli[n]
             gm = self.gpu_free_mem[n]
             cap = self.gpu_cap_mem[n]
+            out = self.gpu_out[n] if self.any_out else None
+            if out is not None:  # what an out-of-service GPU releases goes to its hold
+                fm, gm = fm.copy(), gm.copy()
+                fm[out] += self.gpu_held_milli[n][out]
+                gm[out] += self.gpu_held_mem[n][out]
             for gi in gpus:
                 if fm[gi] + p.gpu_milli > MILLI or gm[gi] + p.gpu_memory_mib > cap[gi]:
                     raise OvercommitError(
                         f"node {self.spec.nodes[n].name} GPU {gi}: release of more than was taken: {p}"
                     )
+            if out is not None:
+                fm, gm = self.gpu_free_milli[n], self.gpu_free_mem[n]
             full = 0
+            held = 0
             for gi in gpus:
+                if out is not None and out[gi]:
+                    self.gpu_held_milli[n, gi] += p.gpu_milli
+                    self.gpu_held_mem[n, gi] += p.gpu_memory_mib
+                    held += p.gpu_milli
+                    continue
                 fm[gi] += p.gpu_milli
                 gm[gi] += p.gpu_memory_mib
                 if fm[gi] == MILLI:
                     full += 1
             self.node_full_free[n] += full
             given = p.gpu_milli * len(gpus)
-            self.node_free_milli[n] += given
+            self.node_free_milli[n] += given - held
             self.allocated_milli -= given
         self.free_cpu[n] += p.cpu_milli
         self.free_mem[n] += p.memory_mib
@@ -387,12 +440,17 @@ class ClusterView:
             self.free_score.copy(),
             self.node_free3.copy(),
             np.array([self.allocated_milli]),
+            self.gpu_held_milli.copy(),
+            self.gpu_held_mem.copy(),
         )
 
     def active(self) -> np.ndarray:
         """Nodes that hold any allocation."""
+        free = self.node_free_milli
+        if self.any_out:  # a GPU out of service is not an allocation
+            free = free + self.gpu_held_milli.sum(axis=1)
         return (
             (self.free_cpu < self.cap_cpu)
             | (self.free_mem < self.cap_mem)
-            | (self.node_free_milli < self.node_gpus * MILLI)
+            | (free < self.node_gpus * MILLI)
         )
