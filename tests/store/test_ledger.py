@@ -180,7 +180,7 @@ def test_migrations_create_the_schema(store_url: str) -> None:
     try:
         names = set(sa.inspect(store.engine).get_table_names())
         assert {"usage_records", "usage_gpus", "ledger_entries"} <= names
-        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0007"
+        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0008"
         with store.engine.connect() as conn:
             ctx = MigrationContext.configure(
                 conn, opts={"compare_type": True, "version_table": store_db.VERSION_TABLE}
@@ -223,7 +223,7 @@ def test_a_schema_newer_than_the_code_is_refused(store_url: str) -> None:
 
 
 def test_without_migrate_an_unmigrated_database_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0007'"):
+    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0008'"):
         open_store(tmp_path / "empty.db", migrate=False)
 
 

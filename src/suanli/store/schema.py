@@ -293,6 +293,11 @@ nodes = sa.Table(
     # ``nvml`` or ``declared``.
     sa.Column("source", sa.Text, nullable=False),
     sa.Column("updated_ms", sa.BigInteger, nullable=False),
+    # An operator's hold (migration 0008): ``cordon`` (nothing new lands here) or ``drain``
+    # (and what runs here is requeued); NULL: in service.
+    sa.Column("cordon", sa.Text, nullable=True),
+    sa.Column("cordon_reason", sa.Text, nullable=True),
+    sa.Column("cordon_ms", sa.BigInteger, nullable=True),
 )
 
 gpus = sa.Table(
@@ -305,6 +310,11 @@ gpus = sa.Table(
     sa.Column("memory_mib", sa.BigInteger, nullable=False),
     # Milli-GPU claimed, kept by triggers on gpu_claims; the CHECK refuses more than one GPU.
     sa.Column("used_milli", sa.Integer, nullable=False),
+    # The GPU's health watch (migration 0008): False while it finds a fault (``fault``: what,
+    # ``fault_ms``: since when); the scheduler keeps the GPU out of service meanwhile.
+    sa.Column("healthy", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("fault", sa.Text, nullable=True),
+    sa.Column("fault_ms", sa.BigInteger, nullable=True),
     sa.PrimaryKeyConstraint("node", "idx"),
     sa.ForeignKeyConstraint(["node"], ["nodes.name"]),
     sa.CheckConstraint("used_milli >= 0 AND used_milli <= 1000", name="share"),
