@@ -190,6 +190,15 @@ class FakeBackend:
             f"{outcome.value} with {name}: killed by {name}",
         )
 
+    def crash(self, handle: Handle, detail: str = "exit code 1") -> None:
+        """End the task now as failed (exit code 1), as a process that crashed: what a task
+        on a GPU that faults does. Reported by the next poll; no-op if it ended."""
+        task = self._world.get(handle.key)
+        now = self._clock()
+        if task is None or task.handle != handle or task.exit_at(now) is not None:
+            return
+        task.stopped = Exit(handle, Outcome.FAILED, 1, None, now, detail)
+
     def adopt(self, handles: Iterable[Handle]) -> list[Exit]:
         """Re-track known running tasks; Exits for known ended ones; LOST for unknown ones."""
         now = self._clock()

@@ -49,6 +49,9 @@ class LiveAttempt:
     retiring: dict[int, TaskPlacement] = field(default_factory=dict)
     """Tasks a shrink is stopping (task number -> what they held): their GPUs drain, and
     the survivors are told their new layout once none is left."""
+    interrupted: str | None = None
+    """Why it was taken off faulty or drained hardware (``suanli.control.hardware``): its
+    ended row's detail; None for any other stop."""
     generation: int = 0
     """An elastic attempt's layout: 0 at its start, one more with each resize (what its
     tasks' elastic files say once told)."""
@@ -108,8 +111,18 @@ def one_line(text: str, limit: int = 1000) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+INTERRUPTED = "interrupted"
+"""How an attempt taken off faulty or drained hardware is marked: its stopping detail and its
+ended row's detail start with it (its outcome is ``preempted``)."""
+
+
+def is_interruption(detail: str | None) -> bool:
+    """Whether an attempt's detail says the hardware interrupted it (not a preemption)."""
+    return detail is not None and detail.startswith(INTERRUPTED)
+
+
 def stopping_outcome(detail: str | None) -> Outcome:
-    if detail == "preempted":
+    if detail == "preempted" or is_interruption(detail):
         return Outcome.PREEMPTED
     if detail == "cancel requested":
         return Outcome.CANCELLED

@@ -5,7 +5,8 @@ A backend that runs on a cluster whose nodes come and go (the Ray backend) offer
 ``inventory()``: its live nodes now. Every ``ControlConfig.inventory_interval_s`` the loop
 reads it and makes the scheduler agree:
 
-- a node that left is marked unhealthy (read at once when a task was lost, since a lost
+- a node that left is marked unhealthy (and one that returns is in service again unless an
+  operator holds it: ``suanli.control.hardware``) (read at once when a task was lost, since a lost
   task may be the first sign of a lost node; the backend may report a node it suspects as
   absent before its engine has declared it dead): nothing new is placed there; what ran there ends as
   its backend reports it (a lost task, requeued from its checkpoint), never because the
@@ -96,17 +97,14 @@ class Inventory:
             self._store_inventory(new.nodes, now)
             self.set_cluster(new)
             return True
-        changed = []
-        for i, n in enumerate(cluster.nodes):
-            up = n.name in by_name
-            if bool(self.view.healthy[i]) != up:
-                self.view.set_health(i, up)
-                changed.append(f"{n.name} {'returned' if up else 'left'}")
+        changed = [f"{n.name} {'returned' if n.name in by_name else 'left'}"
+                   for n in cluster.nodes if n.healthy != (n.name in by_name)]  # fmt: skip
         if changed:
             log.info("inventory: %s", "; ".join(changed))
-            nodes = tuple(replace(n, healthy=bool(self.view.healthy[i]))
-                          for i, n in enumerate(cluster.nodes))  # fmt: skip
+            nodes = tuple(replace(n, healthy=n.name in by_name) for n in cluster.nodes)
             self.config = replace(self.config, cluster=ClusterSpec(cluster.name, nodes))
+            for i in range(len(nodes)):
+                self._set_usable(i)  # in service if up and no operator holds it
             self._store_inventory(nodes, now)
         return False
 

@@ -151,7 +151,8 @@ class Lifecycle:
         job_id, ms = live.job.id, to_ms(ended)
         if why is Outcome.PREEMPTED:
             # Already requeued (and its claims released) when the decision was applied.
-            self._end_attempt_row(job_id, live.attempt, ended, "preempted", None, "preempted")
+            self._end_attempt_row(job_id, live.attempt, ended, "preempted", None,
+                                  live.interrupted or "preempted")  # fmt: skip
             return
         self.sched.release(live.placement, job_id, now)
         if why is Outcome.CANCELLED:

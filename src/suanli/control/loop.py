@@ -70,8 +70,9 @@ import sqlalchemy as sa
 from suanli.backends.base import Backend, Outcome
 from suanli.backends.prepare import Prepare
 from suanli.config.tenancy import TenancyConfig
-from suanli.control.attempts import Health, LiveAttempt, job_of, one_line, to_ms
+from suanli.control.attempts import Health, LiveAttempt, is_interruption, job_of, one_line, to_ms
 from suanli.control.crash import crash_point
+from suanli.control.hardware import Hardware
 from suanli.control.inventory import Inventory
 from suanli.control.lifecycle import Lifecycle
 from suanli.control.metering import meter_attempt
@@ -147,6 +148,9 @@ class ControlConfig:
     inventory_interval_s: float = 10.0
     """Seconds between two reads of a backend's live nodes (``suanli.control.inventory``;
     only backends on a cluster of their own, such as Ray's, have them)."""
+    holds_interval_s: float = 2.0
+    """Seconds between two reads of the hardware holds (faulty GPUs, cordoned and drained
+    nodes: ``suanli.control.hardware``)."""
 
     @property
     def setting(self) -> Setting:
@@ -157,7 +161,7 @@ class ControlConfig:
         return Setting(t.tenancy, t.priority_classes, self.preemption, dict(t.admission))
 
 
-class Controller(Repair, Resizer, Inventory, Lifecycle):
+class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle):
     """See the module docstring. Not thread-safe: one thread calls ``recover`` and ``step``
     (``run`` does both)."""
 
@@ -204,6 +208,10 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         self.inventory_at = -float("inf")  # the clock's time of the last inventory read
         self.inventory_source = "declared"  # how stored nodes say they were found
         self.on_cluster: Callable[[ClusterSpec], None] | None = None  # told of a new cluster
+        self.gpus_out: dict[tuple[int, int], str] = {}  # (node, GPU) -> fault: out of service
+        self.cordoned: dict[int, str] = {}  # node -> an operator's hold (cordon, drain)
+        self.holds_at = -float("inf")  # the clock's time of the last read of the holds
+        self.health_probe: Callable[[], None] | None = None  # the health watch, at once
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
@@ -254,9 +262,12 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         """One pass of the loop (see the module docstring); returns the cycle's decisions."""
         t0 = time.perf_counter()
         now = self.clock()
-        lost = False
-        for e in self.backend.poll():
-            lost = lost or e.outcome is Outcome.LOST
+        ends = list(self.backend.poll())
+        lost = any(e.outcome is Outcome.LOST for e in ends)
+        # Before the ends are recorded: a task that failed because its GPU did is the
+        # hardware's interruption, not its job's failure.
+        self._watch_holds(now, at_once=lost or any(e.outcome is Outcome.FAILED for e in ends))
+        for e in ends:
             with self._guard(e.handle.job_id, "recording the end of its task"):
                 self._task_exited(e, now)
         try:
@@ -363,6 +374,9 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
         self.cancelling.clear()
         self.written.clear()
         self.last_seq = 0
+        self.gpus_out.clear()  # a new view holds nothing: the holds are read again
+        self.cordoned.clear()
+        self.holds_at = -float("inf")
 
     def view_fresh(self) -> ClusterView:
         self.view = ClusterView(self.config.cluster)
@@ -622,11 +636,14 @@ class Controller(Repair, Resizer, Inventory, Lifecycle):
             raise SpecError(f"job {job.id} {refused}")
 
     def _preempted_at(self, job_id: str) -> list[float]:
-        """When the job's earlier attempts were preempted (the anti-thrash history)."""
+        """When the job's earlier attempts were preempted (the anti-thrash history; an
+        attempt the hardware interrupted is not counted)."""
         return [
             a.ended_ms / 1000
             for a in js.job_attempts(self.store, job_id)
-            if a.outcome == "preempted" and a.ended_ms is not None
+            if a.outcome == "preempted"
+            and a.ended_ms is not None
+            and not is_interruption(a.detail)  # the hardware's, not a preemption
         ]
 
     def _requeued(self, live: LiveAttempt, job: Job) -> None:

@@ -19,7 +19,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from suanli.backends.base import Exit, Handle, Outcome
-from suanli.control.attempts import LiveAttempt, job_of, one_line, stopping_outcome, to_ms
+from suanli.control.attempts import (
+    LiveAttempt,
+    is_interruption,
+    job_of,
+    one_line,
+    stopping_outcome,
+    to_ms,
+)
 from suanli.control.crash import crash_point
 from suanli.core.model import SpecError
 from suanli.store import jobs as js
@@ -142,6 +149,8 @@ class Repair:
             if rec is not None and rec.state == "pending":
                 self._submit(rec, now)
         self.last_seq = max([self.last_seq, *(r.seq for r in records.values())])
+        self.holds_at = -float("inf")  # the holds, on the rebuilt view (after the restores)
+        self._watch_holds(now)
         self.reconcile(now)
 
     def _restore_attempt(self: Controller, rec: js.JobRecord, a: js.AttemptRecord) -> list[Handle]:
@@ -161,6 +170,8 @@ class Repair:
             live.started_at = a.started_ms / 1000
         if a.state == "stopping":
             live.why_stopping = stopping_outcome(a.detail)
+            if is_interruption(a.detail):
+                live.interrupted = a.detail
         handles = [Handle.from_json(saved) for saved in a.handles or ()]
         if live.why_stopping is not Outcome.PREEMPTED:
             # A preempted attempt was released in the scheduler when it was preempted;
