@@ -77,6 +77,8 @@ def start(state: Path, db: str, gpus: int = 2, **options: Any) -> Running:
     threads = [loop, http]
     if server.sampler is not None:
         threads.append(server.sampler.start(server.stop))
+    if server.health is not None:
+        threads.append(server.health.start(server.stop))
     deadline = time.monotonic() + DEADLINE_S
     while not uv.started:
         assert time.monotonic() < deadline, "the server did not start"
@@ -149,3 +151,35 @@ def user_token(c: httpx.Client, tenant: str = "lab") -> str:
                                    "user": "alice"})  # fmt: skip
     assert r.status_code == 201, r.text
     return str(r.json()["token"])
+
+
+def tenant_token(srv: Running, tenant: str) -> str:
+    """A plain user's token (user ``ana``) of ``tenant``, made by the admin."""
+    with srv.client() as admin:
+        r = admin.post(
+            "/v1/tokens", json={"name": tenant, "role": "user", "tenant": tenant, "user": "ana"}
+        )
+        assert r.status_code == 201, r.text
+        return str(r.json()["token"])
+
+
+def run_cli(srv: Running, token: str, *args: str) -> str:
+    """``suanli ARGS`` against the server with ``token``; its stdout (it must succeed)."""
+    from typer.testing import CliRunner
+
+    from suanli.cli.main import app as cli
+
+    result = CliRunner().invoke(cli, [*args, "--server", srv.url, "--token", token])
+    assert result.exit_code == 0, (result.exit_code, result.output)
+    return str(result.stdout)
+
+
+def wait_for(what: str, probe: Any) -> Any:
+    """``probe()``'s first truthy answer, polled until ``DEADLINE_S``."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        got = probe()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"waited too long for {what}"
+        time.sleep(0.05)

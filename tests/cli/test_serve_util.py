@@ -13,18 +13,16 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
-import time
 from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from gpu_standin import StandIn, constant
 from pg import location_fixture, postgres_server  # noqa: F401  (postgres_server: a fixture)
-from serving import DEADLINE_S, PY, Running, start, submit, wait_state
+from serving import PY, run_cli, start, submit, tenant_token, wait_for, wait_state
 from suanli.backends.gpu_util import nvml_present
 from suanli.cli.main import app as cli
 
@@ -35,33 +33,8 @@ SLEEP = [PY, "-c", "import time; time.sleep(3)"]
 db_location = location_fixture()
 
 
-def tenant_token(srv: Running, tenant: str) -> str:
-    with srv.client() as admin:
-        r = admin.post(
-            "/v1/tokens", json={"name": tenant, "role": "user", "tenant": tenant, "user": "ana"}
-        )
-        assert r.status_code == 201, r.text
-        return str(r.json()["token"])
-
-
-def run_cli(srv: Running, token: str, *args: str) -> str:
-    result = CliRunner().invoke(cli, [*args, "--server", srv.url, "--token", token])
-    assert result.exit_code == 0, (result.exit_code, result.output)
-    return str(result.stdout)
-
-
 def ms(iso: str) -> int:
     return round(datetime.fromisoformat(iso).timestamp() * 1000)
-
-
-def wait_for(what: str, probe: Any) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        got = probe()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"waited too long for {what}"
-        time.sleep(0.05)
 
 
 def test_samples_reach_the_job_view_show_usage_and_metrics_of_their_own_tenant_only(

@@ -336,3 +336,14 @@ def test_full_view_shows_everything() -> None:
     assert series(s, "suanli_api_requests_total") == {
         key(method="GET", route="/v1/jobs", status="200"): 1
     }
+
+
+def test_hold_gauges_replace_what_they_said() -> None:
+    m = ControlMetrics()
+    m.set_holds({"a": 2, "b": 1}, {"cordon": 1})
+    m.set_holds({"b": 1}, {})
+    text = m.render(None, None)[0].decode()
+    assert 'suanli_gpus_out_of_service{node="b"} 1.0' in text
+    assert 'node="a"' not in text
+    assert 'suanli_nodes_held{hold="cordon"} 0.0' in text
+    assert 'suanli_nodes_held{hold="drain"} 0.0' in text

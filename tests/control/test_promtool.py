@@ -45,6 +45,7 @@ def populated() -> ControlMetrics:
     """Every metric with samples, the histogram and a folded ``_other`` queue included."""
     m = ControlMetrics(["vision", "nlp"])
     m.set_gpus({"H100": 16, "A100": 8}, {"H100": 10.5})
+    m.set_holds({"node-3": 1}, {"drain": 1})
     m.set_jobs({("running", "vision"): 3, ("pending", "nlp"): 1, ("pending", "stranger"): 2})
     for seconds in (0.0005, 0.003, 0.2, 7.0, 30.0):
         m.observe_cycle(seconds)

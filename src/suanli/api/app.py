@@ -16,6 +16,7 @@ import asyncio
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,7 @@ from suanli.control.metrics import ControlMetrics, GpuReading
 from suanli.control.spec import JobSpec
 from suanli.store import Store
 from suanli.store import jobs as js
+from suanli.store import nodes as sn
 from suanli.store import tokens as tk
 from suanli.store.ledger import DIMENSIONS, totals
 from suanli.store.schema import JOB_STATES
@@ -395,6 +397,40 @@ def create_app(
         """The nodes and their GPUs (``used_milli``: thousandths of each GPU claimed)."""
         return s.NodeList(nodes=[s.node_out(n, g) for n, g in js.list_nodes(store)])
 
+    def hold_node(who: tk.Principal, name: str, mode: str | None, reason: str) -> s.NodeOut:
+        """An admin's hold on node ``name`` (``cordon``, ``drain``, None: none)."""
+        if not who.admin:
+            raise ApiError(403, "only admins cordon, drain or uncordon nodes")
+        if not _text_ok(name) or not _text_ok(reason):
+            raise ApiError(422, "node name and reason must be valid text without NUL")
+        try:
+            sn.set_cordon(store, name, mode, reason or None, clock_ms())
+        except sn.NodeNotFound:
+            raise ApiError(404, f"no node {name!r}") from None
+        wake()
+        for n, g in js.list_nodes(store):
+            if n.name == name:
+                return s.node_out(n, g)
+        raise ApiError(404, f"no node {name!r}")
+
+    NodeName = Annotated[str, PathParam(max_length=200)]
+
+    @app.post("/v1/nodes/{name}/cordon", tags=["cluster"])
+    def cordon_node(name: NodeName, body: s.NodeHold, who: Who) -> s.NodeOut:
+        """Cordon the node (admins): nothing new is placed there; what runs there runs on."""
+        return hold_node(who, name, "cordon", body.reason)
+
+    @app.post("/v1/nodes/{name}/drain", tags=["cluster"])
+    def drain_node(name: NodeName, body: s.NodeHold, who: Who) -> s.NodeOut:
+        """Drain the node (admins): cordoned, and every attempt on it requeued from its
+        checkpoint (stopped as a preemption is: its stop signal, then the kill)."""
+        return hold_node(who, name, "drain", body.reason)
+
+    @app.post("/v1/nodes/{name}/uncordon", tags=["cluster"])
+    def uncordon_node(name: NodeName, who: Who) -> s.NodeOut:
+        """Put the node back in service (admins)."""
+        return hold_node(who, name, None, "")
+
     @app.get("/v1/usage", tags=["cluster"])
     def usage(
         who: Who,
@@ -508,6 +544,11 @@ def create_app(
         metrics.set_gpu_samples(telemetry())  # read now: each scrape sees current readings
         if gpus is not None:
             metrics.set_gpus(*gpus())  # from the store's claims, as `suanli nodes` shows them
+        held = sn.holds(store)
+        metrics.set_holds(
+            Counter(node for node, _ in held.faults),
+            Counter(mode for mode, _, _ in held.cordons.values()),
+        )
         scope, tenant = None, None
         if who is not None and not (who.admin or who.scraper):
             tenant = who.tenant

@@ -129,6 +129,9 @@ class GpuOut(BaseModel):
     uuid: str
     memory_mib: int
     used_milli: int
+    healthy: bool = True
+    """False while its health watch finds a fault (``fault``): out of service."""
+    fault: str | None = None
 
 
 class NodeOut(BaseModel):
@@ -141,10 +144,23 @@ class NodeOut(BaseModel):
     healthy: bool
     source: str
     gpus: list[GpuOut]
+    state: str = "up"
+    """``up``; ``down`` (the inventory lost it); ``cordoned`` (an operator's hold: nothing
+    new lands, what runs runs on); ``draining`` (drained, attempts still stopping) or
+    ``drained``."""
+    cordon_reason: str | None = None
 
 
 class NodeList(BaseModel):
     nodes: list[NodeOut]
+
+
+class NodeHold(BaseModel):
+    """``POST /v1/nodes/{name}/cordon`` and ``/drain``: why (shown with the node)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, Field(max_length=500)] = ""
 
 
 class QueueList(BaseModel):
@@ -304,8 +320,20 @@ def node_out(n: NodeRow, gpus: list[GpuRow]) -> NodeOut:
         healthy=n.healthy,
         source=n.source,
         gpus=[GpuOut(idx=g.idx, model=g.model, uuid=g.uuid, memory_mib=g.memory_mib,
-                     used_milli=g.used_milli) for g in gpus],
+                     used_milli=g.used_milli, healthy=g.healthy, fault=g.fault)
+              for g in gpus],
+        state=node_state(n, gpus),
+        cordon_reason=n.cordon_reason,
     )  # fmt: skip
+
+
+def node_state(n: NodeRow, gpus: list[GpuRow]) -> str:
+    """What ``NodeOut.state`` says of a stored node."""
+    if not n.healthy:
+        return "down"
+    if n.cordon == "drain":
+        return "draining" if any(g.used_milli for g in gpus) else "drained"
+    return "cordoned" if n.cordon == "cordon" else "up"
 
 
 def token_out(t: TokenInfo) -> TokenOut:

@@ -451,29 +451,7 @@ def logs_command(
         time.sleep(interval)
 
 
-# --- nodes, usage -------------------------------------------------------------------------
-
-
-def nodes_command(
-    server: ServerOption = DEFAULT_SERVER,
-    token: TokenOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """List the nodes, their GPUs and how much of them is allocated."""
-    data = Client.of(server, token).get("/v1/nodes")
-    if as_json:
-        print_json(data)
-        return
-    rows = (
-        (
-            n["name"], "up" if n["healthy"] else "down", str(n["gpu_count"]),
-            n["gpu_model"] or "-",
-            f"{sum(g['used_milli'] for g in n['gpus']) / 1000:g}/{len(n['gpus'])}",
-            f"{n['cpu_milli'] / 1000:g}", f"{n['memory_mib'] / 1024:.0f}G", n["source"],
-        )
-        for n in data["nodes"]
-    )  # fmt: skip
-    print_rows(("NODE", "STATE", "GPUS", "MODEL", "GPU USED", "CPU", "MEMORY", "SOURCE"), rows)
+# --- usage -------------------------------------------------------------------------
 
 
 UNITS = {"gpu": "GPU-h", "cpu": "core-h", "memory": "GiB-h", "storage": "GB-h", "network": "GB"}
@@ -699,7 +677,6 @@ def ready_command(
 __all__ = [
     "cancel_command",
     "logs_command",
-    "nodes_command",
     "queue_command",
     "ready_command",
     "show_command",

@@ -36,6 +36,12 @@ every ``--util-interval`` seconds (0: never) into the store, keeps raw samples f
 ``--util-retention`` (and at most ``--util-max-samples`` rows), then folds them into
 per-attempt summaries (``suanli.control.sampler``, ``docs/serve.md``).
 
+GPU health: with NVML's GPUs, a health thread checks them every ``--health-interval``
+seconds (a GPU lost from the bus, uncorrected ECC errors, pending page retirements or row
+remaps, critical XIDs); a faulty GPU is taken out of service and its attempts requeued
+from their checkpoints until it is healthy again (``suanli.control.hardware``). An admin
+cordons, drains and uncordons nodes with ``suanli nodes cordon|drain|uncordon``.
+
 Online services: ``POST /v1/services`` (``suanli service create``) runs replicas of a
 service as ``online`` jobs, sized once every ``--service-step`` seconds by the simulator's
 autoscalers from the demand the tenant reports (``suanli.control.services``).
@@ -286,6 +292,14 @@ def serve_command(
             help="Seconds between GPU utilisation samples of running jobs (NVML; 0: off).",
         ),
     ] = 10.0,
+    health_interval: Annotated[
+        float,
+        typer.Option(
+            "--health-interval",
+            metavar="SECONDS",
+            help="Seconds between GPU health checks (NVML: lost GPUs, ECC, XIDs; 0: off).",
+        ),
+    ] = 5.0,
     util_retention: Annotated[
         str,
         typer.Option(
@@ -384,6 +398,8 @@ def serve_command(
         fail("--task-log-max: must be > 0")
     if not (math.isfinite(util_interval) and (util_interval == 0 or util_interval >= 0.1)):
         fail(f"--util-interval: must be 0 (off) or at least 0.1 seconds, got {util_interval}")
+    if not (math.isfinite(health_interval) and (health_interval == 0 or health_interval >= 0.1)):
+        fail(f"--health-interval: must be 0 (off) or at least 0.1 seconds, got {health_interval}")
     try:
         retention_s = parse_duration(util_retention, "--util-retention")
     except SpecError as e:
@@ -444,6 +460,7 @@ def serve_command(
             interval=interval,
             reconcile_interval=reconcile_interval,
             util_interval=util_interval,
+            health_interval=health_interval,
             util_retention=retention_s,
             util_max_samples=util_max_samples or None,
             service_step=service_step,
@@ -490,6 +507,7 @@ def serve_command(
     loop = threading.Thread(target=scheduler, name="suanli-scheduler", daemon=True)
     loop.start()
     sampler = server.sampler.start(server.stop) if server.sampler is not None else None
+    health = server.health.start(server.stop) if server.health is not None else None
     threading.Thread(target=announce, name="suanli-ready", daemon=True).start()
     try:
         uv.run()
@@ -500,6 +518,8 @@ def serve_command(
         loop.join(timeout=30)
         if sampler is not None:
             sampler.join(timeout=30)
+        if health is not None:
+            health.join(timeout=30)
         server.close()
     if died or stopped_by_loop:
         why = f"{type(died[0]).__name__}: {died[0]}" if died else "it returned"

@@ -22,7 +22,9 @@ from suanli.cli.serve_setup import (
 )
 
 if TYPE_CHECKING:
+    from suanli.backends.gpu_health import GpuHealthReader
     from suanli.backends.gpu_util import GpuUseReader
+    from suanli.control.health_watch import HealthWatch
     from suanli.control.loop import ControlConfig, Controller
     from suanli.control.metrics import ControlMetrics
     from suanli.control.sampler import UtilSampler
@@ -52,6 +54,8 @@ class Server:
     app: Any = None
     sampler: UtilSampler | None = None
     """The GPU utilisation sampler (None: off), run on a thread of its own."""
+    health: HealthWatch | None = None
+    """The GPU health watch (None: off), run on a thread of its own."""
     stop: threading.Event = field(default_factory=threading.Event)
     wake: threading.Event = field(default_factory=threading.Event)
 
@@ -99,6 +103,8 @@ def build_server(
     util_retention: float | None = 7 * 86_400.0,
     util_max_samples: int | None = 1_000_000,
     util_reader: GpuUseReader | None = None,
+    health_interval: float = 5.0,
+    health_reader: GpuHealthReader | None = None,
     service_step: float = 10.0,
     idle: IdlePolicy | None = None,
     resize_cost: float = 30.0,  # suanli.core.elastic.DEFAULT_RESIZE_COST
@@ -109,15 +115,19 @@ def build_server(
     ``euid`` stands in for the process's effective uid (tests). GPU utilisation is sampled
     every ``util_interval`` seconds (0: not at all) through NVML when the GPUs are NVML's;
     ``util_reader`` replaces NVML with another reader (tests: a stand-in for hardware that
-    is not there; there is no command-line option or API for it)."""
+    is not there; there is no command-line option or API for it). GPU health is read every
+    ``health_interval`` seconds (0: not at all) through NVML when the GPUs are NVML's, or
+    through ``health_reader`` (tests: a stand-in)."""
     from suanli.api.app import create_app
     from suanli.backends.base import loader_variables
+    from suanli.backends.gpu_health import NvmlHealth
     from suanli.backends.gpu_util import NvmlReader, nvml_present
     from suanli.backends.inventory import declared, detect
     from suanli.backends.inventory import telemetry as nvml_telemetry
     from suanli.backends.local import LocalBackend
     from suanli.config.budgets import load_budgets
     from suanli.config.tenancy import load_tenancy
+    from suanli.control.health_watch import HealthWatch
     from suanli.control.identity import RunAs
     from suanli.control.intake import Intake, Limits
     from suanli.control.loop import ControlConfig, Controller
@@ -278,6 +288,21 @@ def build_server(
             clock=clock,
             metrics=metrics,
         )
+    watch = None
+    if inventory is not None and health_interval > 0 and on_engine is None:
+        checks = health_reader
+        if checks is None and inventory.source == "nvml":
+            checks = NvmlHealth()
+        if checks is not None:
+            watch = HealthWatch(
+                store,
+                checks,
+                node=inventory.node.name,
+                gpus={g.index: g.uuid for g in inventory.gpus},
+                interval_s=health_interval,
+                clock=clock,
+            )
+            controller.health_probe = watch.probe
     server = Server(
         store=store,
         backend=runs,
@@ -285,6 +310,7 @@ def build_server(
         metrics=metrics,
         config=config,
         sampler=sampler,
+        health=watch,
         token_file=token_file,
         state=state,
         describe=describe(inventory, cluster, engine_name(engine, ray_address, slurm_partition)),

@@ -183,6 +183,19 @@ class ControlMetrics:
             ["model"],
             registry=r,
         )
+        self.gpus_out = Gauge(
+            "suanli_gpus_out_of_service",
+            "GPUs a health fault keeps out of service, by node, in GPUs.",
+            ["node"],
+            registry=r,
+        )
+        self.nodes_held = Gauge(
+            "suanli_nodes_held",
+            "Nodes an operator holds out of service, by hold (cordon or drain), in nodes.",
+            ["hold"],
+            registry=r,
+        )
+        self._out_nodes: set[str] = set()
         self.jobs = Gauge(
             "suanli_jobs", "Jobs, by state and queue.", ["state", "queue"], registry=r
         )
@@ -338,6 +351,18 @@ class ControlMetrics:
                 self.gpus.remove(model)
                 self.gpus_allocated.remove(model)
             self._gpu_models = models
+
+    def set_holds(self, gpus_out: Mapping[str, int], held: Mapping[str, int]) -> None:
+        """Replace the hardware-hold gauges: GPUs out of service per node (nodes not given
+        are removed) and nodes held per hold (``cordon``, ``drain``: 0 when none)."""
+        with self._lock:
+            for node, n in gpus_out.items():
+                self.gpus_out.labels(node).set(n)
+            for node in self._out_nodes - set(gpus_out):
+                self.gpus_out.remove(node)
+            self._out_nodes = set(gpus_out)
+            for hold in ("cordon", "drain"):
+                self.nodes_held.labels(hold).set(held.get(hold, 0))
 
     def set_gpu_samples(self, samples: Mapping[tuple[str, int], GpuReading]) -> None:
         """Replace the per-GPU telemetry gauges with ``samples[(node, gpu index)]`` (NVML's
