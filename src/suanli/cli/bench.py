@@ -361,3 +361,12 @@ def _register_predict() -> None:
 
 
 _register_predict()
+
+
+def _register_hardware() -> None:
+    from suanli.cli.bench_hardware import hardware_command
+
+    bench_app.command("hardware")(hardware_command)
+
+
+_register_hardware()

@@ -1,0 +1,286 @@
+"""``suanli bench hardware``: the hardware models, each beside the same run with the model
+off (``docs/failures.md``).
+
+- ``failure_bench``: a trace at a time scale, every job checkpointed every 1,800 s, with
+  failures at the default rates (``suanli.sim.failures``) against the failure-free replay:
+  failures, attempts interrupted, work lost, capacity out of service, mean JCT and wait.
+- ``live_bench``: the live loop (``suanli.control.loop.Controller``) over a real SQLite store,
+  with the fake backend and a fake clock. One GPU faults and is later healthy; then an
+  operator drains a node and later uncordons it. With the holds on, the loop keeps
+  everything off the faulty GPU and the drained node, and moves their work elsewhere. With
+  them off, it does not. There is no GPU here, so the health watch reads a scripted stand-in
+  for NVML (``ScriptedHealth``).
+
+Each result has its wall time and the ratio of the model-on run's wall time to the
+model-off run's, measured in the same call.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BenchResult", "ScriptedHealth", "failure_bench", "live_bench"]
+
+REPAIR_S = 4 * 3600.0
+"""The failure bench's repair time (no published figure: ``docs/failures.md``)."""
+
+
+@dataclass
+class BenchResult:
+    """One bench: its rows (the model off first), its wall seconds and notes."""
+
+    name: str
+    title: str
+    rows: list[dict[str, Any]]
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ failures
+def failure_bench(
+    trace: str = "philly",
+    scale: float = 0.19,
+    seeds: Sequence[int] = (0,),
+    *,
+    policy: str = "fifo+best-fit",
+    trace_dir: str | Path | None = None,
+    first: int | None = None,
+) -> BenchResult:
+    """``trace`` at arrival scale ``scale`` with failures (one row per seed) beside the
+    failure-free replay (the first row)."""
+    from suanli.bench.predict import load, prepare
+    from suanli.sim.engine import PolicySet, simulate
+    from suanli.sim.failures import FailureModel
+
+    t0 = time.perf_counter()
+    loaded, jobs = load(trace, trace_dir, first)
+    p = prepare(loaded, scale, jobs)
+    ps = PolicySet.parse(policy)
+
+    def run(model: FailureModel | None) -> tuple[Any, float]:
+        t = time.perf_counter()
+        r = simulate(p.cluster, p.jobs, ps, speed_basis=p.basis, failures=model)
+        return r.records, time.perf_counter() - t
+
+    base, base_s = run(None)
+    b_jct = float(np.mean(base.finish - base.submit))
+    b_wait = float(np.mean(base.start - base.submit))
+    rows: list[dict[str, Any]] = [
+        {"run": "off", "failures": 0, "interrupted": 0, "lost_gpu_h": 0.0, "down_gpu_h": 0.0,
+         "jct_h": b_jct / 3600, "jct_ratio": 1.0, "wait_h": b_wait / 3600, "wait_ratio": 1.0,
+         "wall_s": base_s, "wall_ratio": 1.0}
+    ]  # fmt: skip
+    for seed in seeds:
+        rec, s = run(FailureModel(repair_s=REPAIR_S, seed=seed))
+        log = rec.failures
+        assert log is not None
+        jct = float(np.mean(rec.finish - rec.submit))
+        wait = float(np.mean(rec.start - rec.submit))
+        rows.append({
+            "run": f"seed {seed}", "failures": len(log.failures), "interrupted": log.interrupted,
+            "lost_gpu_h": log.lost_gpu_s / 3600, "down_gpu_h": log.down_gpu_s / 3600,
+            "jct_h": jct / 3600, "jct_ratio": jct / b_jct, "wait_h": wait / 3600,
+            "wait_ratio": wait / b_wait if b_wait else float("nan"), "wall_s": s,
+            "wall_ratio": s / base_s,
+        })  # fmt: skip
+    title = (f"failures: {trace} x {scale:g} ({len(p.jobs):,} jobs, {p.cluster.total_gpus:,} "
+             f"GPUs), {ps.label}, checkpoints every 1,800 s, repairs {REPAIR_S / 3600:g} h, "
+             "default rates")  # fmt: skip
+    return BenchResult("failures", title, rows, time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------------------ live holds
+class ScriptedHealth:
+    """A stand-in for the NVML health reader (this bench runs where there may be no GPU):
+    ``faults`` (GPU index -> fault) is what it reports, set by the script."""
+
+    name = "scripted stand-in for NVML"
+
+    def __init__(self) -> None:
+        self.faults: dict[int, str] = {}
+
+    def read(self, gpus: Mapping[int, str]) -> dict[int, str | None]:
+        return {i: self.faults.get(i) for i in gpus}
+
+
+@dataclass(frozen=True)
+class LiveScenario:
+    """The live bench's fixed script (fake clock seconds)."""
+
+    cluster: str = "4x8xTESTGPU[gpumem=80G,speed=1]"
+    small_jobs: int = 48
+    """One-GPU jobs of ``small_runtime_s``, all submitted at 0."""
+    small_runtime_s: float = 600.0
+    gangs: int = 4
+    """Eight-GPU jobs of ``gang_runtime_s``, submitted at 0 after the small ones."""
+    gang_runtime_s: float = 1200.0
+    fault_at: float = 100.0
+    """GPU 3 of the first node faults (XID 79) ..."""
+    healthy_at: float = 700.0
+    """... and is healthy again."""
+    drain_at: float = 900.0
+    """The second node is drained ..."""
+    uncordon_at: float = 1500.0
+    """... and put back in service."""
+    step_s: float = 1.0
+    end_s: float = 20_000.0
+
+
+def live_bench(scenario: LiveScenario = LiveScenario()) -> BenchResult:
+    """The scenario with the hardware holds on, then off (the first row), each on a fresh
+    store."""
+    t0 = time.perf_counter()
+    quiet = logging.getLogger("suanli.control")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the loop's and the watch's notes are this bench's rows
+    try:
+        off = _live_run(scenario, holds=False)
+        on = _live_run(scenario, holds=True)
+    finally:
+        quiet.setLevel(level)
+    on["wall_ratio"] = on["wall_s"] / off["wall_s"]
+    off["wall_ratio"] = 1.0
+    title = (f"live holds: {scenario.cluster}, {scenario.small_jobs} one-GPU jobs of "
+             f"{scenario.small_runtime_s:g} s and {scenario.gangs} 8-GPU gangs of "
+             f"{scenario.gang_runtime_s:g} s; GPU 3 of node 0 faults (xid 79) "
+             f"{scenario.fault_at:g}-{scenario.healthy_at:g} s, node 1 drained "
+             f"{scenario.drain_at:g}-{scenario.uncordon_at:g} s (fake backend and clock)")  # fmt: skip
+    notes = [f"GPU health read from a {ScriptedHealth.name}: no GPU is needed or used"]
+    return BenchResult("live", title, [off, on], time.perf_counter() - t0, notes)
+
+
+def _live_run(sc: LiveScenario, holds: bool) -> dict[str, Any]:
+    from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
+    from suanli.config.cluster import load_cluster
+    from suanli.control.health_watch import HealthWatch
+    from suanli.control.inventory import node_rows
+    from suanli.control.loop import ControlConfig, Controller
+    from suanli.control.spec import JobSpec
+    from suanli.sim.engine import PolicySet
+    from suanli.store import jobs as js
+    from suanli.store import nodes as sn
+    from suanli.store import open_store
+
+    t0 = time.perf_counter()
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    cluster = load_cluster(sc.cluster)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(Path(tmp) / "bench.db")
+        try:
+            js.sync_inventory(store, *node_rows(cluster.nodes, "declared"), 0)
+            backend = FakeBackend(clock)
+            config = ControlConfig(cluster=cluster, policy=PolicySet.parse("fifo+best-fit"),
+                                   holds_interval_s=2.0 if holds else float("inf"))  # fmt: skip
+            ctl = Controller(store, config, backend, clock=clock)
+            first, second = ctl.node_names[0], ctl.node_names[1]
+            health = ScriptedHealth()
+            watch = HealthWatch(store, health, node=first, gpus=dict.fromkeys(range(8), ""),
+                                clock=clock)  # fmt: skip
+            if holds:
+                ctl.health_probe = watch.probe
+            ctl.recover()
+            shapes = [(1, sc.small_runtime_s)] * sc.small_jobs + [(8, sc.gang_runtime_s)] * sc.gangs
+            for gpus, runtime in shapes:
+                spec = JobSpec(command=["train"], gpus=gpus, cpu=1, memory="1G",
+                               env={RUNTIME_VARIABLE: str(runtime)})  # fmt: skip
+                js.submit_job(store, spec=spec.model_dump(mode="json"), tenant="lab", user="ana",
+                              name="", queue="lab", priority_class="normal", now_ms=0)  # fmt: skip
+            script = [
+                (sc.fault_at, lambda: health.faults.__setitem__(3, "xid 79")),
+                (sc.healthy_at, health.faults.clear),
+                (
+                    sc.drain_at,
+                    lambda: sn.set_cordon(store, second, "drain", "bench", round(now[0] * 1000)),
+                ),  # fmt: skip
+                (
+                    sc.uncordon_at,
+                    lambda: sn.set_cordon(store, second, None, None, round(now[0] * 1000)),
+                ),  # fmt: skip
+            ]
+            total = len(shapes)
+            while now[0] <= sc.end_s:
+                while script and script[0][0] <= now[0]:
+                    script.pop(0)[1]()
+                if holds:
+                    watch.check()  # the watch's thread, at the loop's pace here
+                ctl.step()
+                done = js.job_ids_in(store, ["succeeded", "failed", "cancelled", "lost"])
+                if len(done) == total and not script:
+                    break
+                now[0] += sc.step_s
+            return _live_row(store, sc, first, second, holds, now[0], t0)
+        finally:
+            store.close()
+
+
+def _live_row(store: Any, sc: LiveScenario, first: str, second: str, holds: bool,
+              end: float, t0: float) -> dict[str, Any]:  # fmt: skip
+    """What one live run did: attempts on the faulty GPU and the drained node while out,
+    interruptions, how soon each fault's work was moved, and how the jobs ended."""
+    from suanli.store import jobs as js
+
+    fault = (sc.fault_at * 1000, sc.healthy_at * 1000)
+    drain = (sc.drain_at * 1000, sc.uncordon_at * 1000)
+    landed_gpu = landed_node = interrupted = 0
+    lost_gpu_s = 0.0
+    moved_after: list[float] = []
+    succeeded = 0
+    for _, job_id in js.job_ids_in(store, ["succeeded", "failed", "cancelled", "lost", "pending",
+                                          "admitted", "running"]):  # fmt: skip
+        rec = js.get_job(store, job_id)
+        succeeded += rec is not None and rec.state == "succeeded"
+        for a in js.job_attempts(store, job_id):
+            on_gpu = any(t["node"] == first and 3 in t["gpus"] for t in a.placement)
+            on_node = any(t["node"] == second for t in a.placement)
+            if on_gpu and fault[0] <= a.admitted_ms < fault[1]:
+                landed_gpu += 1
+            if on_node and drain[0] <= a.admitted_ms < drain[1]:
+                landed_node += 1
+            if a.detail is not None and a.detail.startswith("interrupted"):
+                interrupted += 1
+                if a.started_ms is not None and a.ended_ms is not None:
+                    gpus = sum(len(t["gpus"]) for t in a.placement)
+                    lost_gpu_s += gpus * (a.ended_ms - a.started_ms) / 1000
+                    at = fault[0] if a.detail.startswith("interrupted: GPU") else drain[0]
+                    moved_after.append((a.ended_ms - at) / 1000)
+    kept = _kept_on_faulty(store, first, fault)
+    return {
+        "run": "on" if holds else "off",
+        "started_on_faulty_gpu": landed_gpu,
+        "started_on_drained_node": landed_node,
+        "ran_through_fault": kept,
+        "interrupted": interrupted,
+        "moved_within_s": max(moved_after) if moved_after else float("nan"),
+        "lost_gpu_s": lost_gpu_s,
+        "succeeded": succeeded,
+        "makespan_s": end,
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def _kept_on_faulty(store: Any, node: str, fault: tuple[float, float]) -> int:
+    """Attempts that held GPU 3 of ``node`` across the whole fault (never moved off it)."""
+    from suanli.store import jobs as js
+
+    n = 0
+    for _, job_id in js.job_ids_in(store, ["succeeded", "failed", "cancelled", "lost",
+                                          "running", "admitted", "pending"]):  # fmt: skip
+        for a in js.job_attempts(store, job_id):
+            on = any(t["node"] == node and 3 in t["gpus"] for t in a.placement)
+            start = a.started_ms if a.started_ms is not None else a.admitted_ms
+            if on and start <= fault[0] and (a.ended_ms is None or a.ended_ms > fault[0] + 1):
+                if a.detail is None or not a.detail.startswith("interrupted"):
+                    n += 1
+    return n

@@ -1,0 +1,85 @@
+"""``suanli bench hardware``: each bench beside its model switched off, in one run.
+
+The live bench's GPU health comes from a scripted stand-in for NVML (there is no GPU here);
+the failure bench runs on a small Gen-Parallel-Workloads CSV written by the test, or skips
+with its reason when the trace it names is not found.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from suanli.cli.main import app as cli
+from support import cli_runner, write_gpw
+
+
+def test_live_bench_keeps_work_off_held_hardware_and_off_does_not() -> None:
+    r = cli_runner().invoke(cli, ["bench", "hardware", "--only", "live", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (live,) = out["benches"]
+    off, on = live["rows"]
+    assert (off["run"], on["run"]) == ("off", "on")
+    # With the holds off, work stays on (and lands on) the faulty GPU and the drained node.
+    assert off["ran_through_fault"] + off["started_on_faulty_gpu"] >= 1
+    assert off["started_on_drained_node"] >= 1 and off["interrupted"] == 0
+    assert off["moved_within_s"] is None  # nothing moved: not a number
+    # With them on: nothing lands there, the work is moved within the holds' interval (2 s).
+    assert on["started_on_faulty_gpu"] == on["started_on_drained_node"] == 0
+    assert on["ran_through_fault"] == 0 and on["interrupted"] >= 2
+    assert 0 <= on["moved_within_s"] <= 2.0
+    assert on["lost_gpu_s"] > 0
+    assert on["succeeded"] == off["succeeded"] == 52  # no job is lost either way
+    assert on["wall_ratio"] > 0 and "stand-in" in live["notes"][0]
+    assert out["skipped"] == {}
+
+
+def test_failure_bench_on_a_csv_and_its_skip(tmp_path: Path) -> None:
+    csv = write_gpw(tmp_path / "gpw", jobs=300)
+    r = cli_runner().invoke(
+        cli,
+        [
+            "bench",
+            "hardware",
+            "--only",
+            "failures",
+            "--trace",
+            str(csv),
+            "--time-scale",
+            "0.5",
+            "--seeds",
+            "0-1",
+            "--json",
+        ],  # fmt: skip
+    )
+    assert r.exit_code == 0, r.output
+    (bench,) = json.loads(r.stdout)["benches"]
+    off, *seeds = bench["rows"]
+    assert off["run"] == "off" and off["failures"] == 0 and off["jct_ratio"] == 1.0
+    assert [s["run"] for s in seeds] == ["seed 0", "seed 1"]
+    for s in seeds:
+        assert s["interrupted"] <= s["failures"] * 8  # at most a node's jobs each
+        assert s["lost_gpu_h"] >= 0 and s["down_gpu_h"] >= 0
+    missing = cli_runner().invoke(
+        cli,
+        [
+            "bench",
+            "hardware",
+            "--only",
+            "failures",
+            "--trace-dir",
+            str(tmp_path / "none"),
+            "--json",
+        ],  # fmt: skip
+    )
+    assert missing.exit_code == 0, missing.output
+    out = json.loads(missing.stdout)
+    assert out["benches"] == [] and "not found" in out["skipped"]["failures"]
+
+
+def test_bad_options_are_refused() -> None:
+    bad = cli_runner().invoke(cli, ["bench", "hardware", "--only", "topology"])
+    assert bad.exit_code == 2 and "unknown bench 'topology'" in bad.output
+    scale = cli_runner().invoke(cli, ["bench", "hardware", "--time-scale", "0"])
+    assert scale.exit_code == 2 and "--time-scale" in scale.output
