@@ -151,3 +151,42 @@ def test_cordon_keeps_what_runs_and_drain_requeues_it_across_a_restart(store: St
     clock.t += 5
     ctl2.step()
     assert state(store, first) == "running" and {n for n, _ in gpus_of(store, first)} == {a}
+
+
+def test_a_restart_finds_the_fault_and_moves_the_attempt_it_restored(store: Store) -> None:
+    clock = Clock()
+    ctl, faults, watch, node = watched(store, clock)
+    job = submit(store, spec(1000, gpus=1), clock.t)
+    ctl.step()
+    ((_, gpu),) = gpus_of(store, job)
+    # The fault is recorded while the control plane is down; the restarted one restores
+    # the attempt, then reads the holds and interrupts it.
+    sn.set_gpu_faults(store, node, {gpu: "ecc: 1 uncorrected errors"}, round(clock.t * 1000))
+    ctl2, _ = make(store, clock)
+    ctl2.backend = ctl.backend
+    ctl2.recover()
+    assert ctl2.gpus_out == {(0, gpu): "ecc: 1 uncorrected errors"}
+    ctl2.step()
+    ctl2.step()
+    assert state(store, job) == "running" and (node, gpu) not in gpus_of(store, job)
+    assert js.job_attempts(store, job)[0].detail.endswith("(ecc: 1 uncorrected errors)")
+
+
+def test_a_cordoned_node_that_leaves_and_returns_stays_cordoned(store: Store) -> None:
+    clock = Clock()
+    ctl, _ = make(store, clock)
+    ctl.recover()
+    a, b = ctl.node_names
+    sn.set_cordon(store, a, "cordon", None, round(clock.t * 1000))
+    clock.t += 5  # the holds are read every 2 s
+    ctl.step()
+    assert not ctl.view.healthy[0]
+    nodes = {n.name: n for n in ctl.config.cluster.nodes}
+    ctl.apply_inventory([nodes[b]], clock.t)  # node a left the engine's cluster ...
+    assert not ctl.view.healthy[0] and ctl.view.healthy[1]
+    ctl.apply_inventory([nodes[a], nodes[b]], clock.t)  # ... and came back: still cordoned
+    assert not ctl.view.healthy[0] and ctl.config.cluster.nodes[0].healthy
+    sn.set_cordon(store, a, None, None, round(clock.t * 1000))
+    clock.t += 5
+    ctl.step()
+    assert ctl.view.healthy.all()

@@ -86,8 +86,9 @@ class Hardware:
             if cordoned.get(n) != self.cordoned.get(n):
                 log.info("holds: node %s %s", self.node_names[n],
                          f"{cordoned[n]}ed" if n in cordoned else "back in service")  # fmt: skip
+        touched = set(cordoned) | set(self.cordoned)
         self.gpus_out, self.cordoned = out, cordoned
-        for n in range(view.n_nodes):
+        for n in touched:
             self._set_usable(n)
         if not out and "drain" not in cordoned.values():
             return
