@@ -61,6 +61,7 @@ from suanli.sim.attempts import FAILED, FINISHED, PREEMPTED, RUNNING, AttemptLog
 from suanli.sim.explain import Explainer
 from suanli.sim.failures import FailureClock, FailureModel
 from suanli.sim.results import JobRecords, SimResult, Window, summarise
+from suanli.sim.topology import TopologyModel
 
 PRESTAGE_STEP_S = 60.0
 """How often a replay with pre-staging asks which waiting jobs will start soon (seconds)."""
@@ -92,6 +93,7 @@ def simulate(
     startup_s: float = 0.0,
     prestage: bool = False,
     failures: FailureModel | None = None,
+    topology: TopologyModel | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -126,6 +128,8 @@ def simulate(
     fail, are found and are repaired (``suanli.sim.failures``); the attempts they take down
     keep what their checkpoints saved before the failure and are queued again
     (``records.interruptions`` per job, ``records.failures`` the log and its cost).
+    ``topology``: multi-GPU attempts run slower the farther apart their GPUs are
+    (``suanli.sim.topology``; ``records.spread_gpu_s`` the GPU-seconds lost to it).
     """
     if not startup_s >= 0:
         raise SpecError(f"startup_s must be >= 0 seconds, got {startup_s}")
@@ -170,6 +174,7 @@ def simulate(
             startup_s,
             prestage,
             failures,
+            topology,
         )
     finally:
         if freeze:
@@ -238,6 +243,9 @@ class _Replay:
         self.startup_paid = [0.0] * n  # start-up seconds its attempts spent on their GPUs
         self.startup_saved = [0.0] * n  # start-up seconds staging saved them
         self.speeds = view.node_speed.tolist()
+        self.topology: Any = None  # a bound suanli.sim.topology model, or None: off
+        self.slow = [1.0] * n  # this attempt's slowdown from its placement's spread
+        self.spread_gpu_s = [0.0] * n  # GPU-seconds run slower than on the best placement
         self.seq = 0
         self.busy_milli = 0.0
 
@@ -250,6 +258,8 @@ class _Replay:
         # Its runtime is known now, and only now: a runtime predictor learns it at its end.
         self.sched.learn(job, job.runtime, t)
         self.finish[i] = t
+        if self.topology is not None:
+            self._spread(i, t, p)
         self.held_s[i] += t - self.attempt_start[i]
         self.log.add(i, self.attempt_start[i], t, p, FINISHED)
         if self.explaining:
@@ -278,6 +288,9 @@ class _Replay:
         self.busy_milli += p.gpu_milli * self.util[i]
         self.seq += 1
         rate = placed * speed / job.tasks
+        if self.topology is not None:
+            self.slow[i] = slow = self.topology.slowdown(job, p)
+            rate /= slow
         extra = self.overhead if self.preempted[i] or self.interrupted[i] else 0.0
         if self.startup:
             since = self.staged.pop(i, None)
@@ -303,11 +316,19 @@ class _Replay:
         self.remaining[i] = max(0.0, self.remaining[i] - d.kept_s * self.attempt_rate[i])
         self.preempted[i] += 1
         self.lost_gpu_s[i] += d.lost_gpu_s
+        if self.topology is not None:
+            self._spread(i, t, p)
         self.held_s[i] += t - self.attempt_start[i]
         self.log.add(i, self.attempt_start[i], t, p, PREEMPTED)
         self.sched.submit(d.job, t, requeued=True)
         if self.explaining:
             self.notes.preempted(d, t)
+
+    def _spread(self, i: int, t: float, p: JobPlacement) -> None:
+        """The GPU-seconds attempt ``i`` (ending at ``t``) ran slower than it would have on
+        the best placement."""
+        worked = max(0.0, t - self.attempt_start[i] - self.attempt_extra[i])
+        self.spread_gpu_s[i] += p.gpu_milli / 1000.0 * worked * (1.0 - 1.0 / self.slow[i])
 
     def interrupt(self, i: int, t: float, failed_at: float) -> float:
         """Job ``i``'s attempt is lost to a failure at ``failed_at``, found at ``t``: it
@@ -323,6 +344,8 @@ class _Replay:
         kept = math.floor(worked / ci) * ci if ci else 0.0
         self.remaining[i] = max(0.0, self.remaining[i] - kept * self.attempt_rate[i])
         self.interrupted[i] += 1
+        if self.topology is not None:
+            self._spread(i, t, p)
         lost = p.gpu_milli / 1000.0 * max(0.0, t - start - kept)
         self.held_s[i] += t - start
         self.log.add(i, start, t, p, FAILED)
@@ -386,6 +409,7 @@ def _run(
     startup_s: float = 0.0,
     prestage: bool = False,
     failures: FailureModel | None = None,
+    topology: TopologyModel | None = None,
 ) -> SimResult:
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -408,6 +432,8 @@ def _run(
         preemption.restart_overhead if preemption is not None else 0.0,
         startup_s,
     )
+    if topology is not None:
+        rep.topology = topology.bind(cluster)
     submit = [j.submit for j in jobs]
     quantile = getattr(sched.runtime, "quantile", None)
     p50 = np.full(n, np.nan)
@@ -567,6 +593,8 @@ def _run(
     if preemption is not None:
         rec.preemptions = np.array(rep.preempted, dtype=np.int64)
         rec.lost_gpu_s = np.array(rep.lost_gpu_s)
+    if topology is not None:
+        rec.spread_gpu_s = np.array(rep.spread_gpu_s)
     if clock is not None:
         clock.close(stop)
         rec.interruptions = np.array(rep.interrupted, dtype=np.int64)

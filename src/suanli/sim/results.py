@@ -134,6 +134,9 @@ class JobRecords:
     """Attempts of each job lost to hardware failures (None: failures were off)."""
     failures: FailureLog | None = None
     """What failed, when, and what it cost (None: failures were off)."""
+    spread_gpu_s: np.ndarray | None = None
+    """GPU-seconds each job ran slower than on the best placement for it (None: the
+    topology model was off; ``suanli.sim.topology``)."""
     use: AttemptUse | None = None
     """What each attempt held and how it ended, aligned with ``attempts``."""
     waited: dict[int, Reason] = field(default_factory=dict)

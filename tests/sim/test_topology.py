@@ -1,0 +1,51 @@
+"""Topology in the simulator: a gang forced across racks runs at the fabric's slowdown, one
+placed compactly does not, and the GPU-seconds lost to spread are counted."""
+
+from __future__ import annotations
+
+import pytest
+
+from builders import job, node
+from suanli.core.model import ClusterSpec, GpuModel
+from suanli.core.topology import Comm, Fabric
+from suanli.sim.engine import PolicySet, simulate
+from suanli.sim.topology import TopologyModel
+
+H100 = GpuModel("H100", 81_920, 1.0)
+COMM = Comm(grad_bytes=14e9, compute_s=1.0)  # a 7B model's BF16 gradients, 1 s of compute
+FABRIC = Fabric(spine_oversubscription=2.0)
+
+
+def two_racks() -> ClusterSpec:
+    return ClusterSpec("t", tuple(node(f"n{i}", 8, H100, rack=f"r{i % 2}") for i in range(4)))
+
+
+def gang(id: str, submit: float = 0.0, runtime: float = 1000.0):  # type: ignore[no-untyped-def]
+    return job(id, submit, runtime, gpus=8, tasks=2)
+
+
+def test_a_gang_across_racks_runs_at_the_fabrics_slowdown() -> None:
+    # Two one-node jobs take n0 (rack r0) and n1 (r1); the gang must cross the spine.
+    jobs = [job("a", 0, 5000, gpus=8), job("b", 0, 5000, gpus=8), gang("g", 1)]
+    model = TopologyModel(FABRIC, comm={"g": COMM})
+    on = simulate(two_racks(), jobs, PolicySet.parse("fifo+worst-fit"), topology=model)
+    off = simulate(two_racks(), jobs, PolicySet.parse("fifo+worst-fit"))
+    i = list(on.records.ids).index("g")
+    placed = on.records.attempts
+    assert placed is not None
+    # Step: 1 s + 14 GB / (50 GB/s / 2 x 0.8) x 2 x 15/16 across racks, against 1 s + the
+    # same at 50 GB/s x 0.8 in one rack (the best the cluster has for 16 GPUs).
+    slow = (1 + 14e9 / 20e9 * 1.875) / (1 + 14e9 / 40e9 * 1.875)
+    assert on.records.finish[i] - on.records.start[i] == pytest.approx(1000 * slow)
+    assert off.records.finish[i] - off.records.start[i] == pytest.approx(1000)
+    assert on.records.spread_gpu_s is not None and off.records.spread_gpu_s is None
+    assert on.records.spread_gpu_s[i] == pytest.approx(16 * 1000 * (slow - 1))
+    assert on.records.spread_gpu_s.sum() == pytest.approx(on.records.spread_gpu_s[i])
+
+
+def test_a_compact_gang_or_a_job_that_does_not_talk_runs_as_recorded() -> None:
+    jobs = [gang("g"), gang("quiet", 0)]
+    model = TopologyModel(FABRIC, comm={"g": COMM})
+    r = simulate(two_racks(), jobs, PolicySet.parse("fifo+best-fit"), topology=model)
+    assert list(r.records.finish - r.records.start) == pytest.approx([1000, 1000])
+    assert r.records.spread_gpu_s is not None and r.records.spread_gpu_s.sum() == 0
