@@ -22,7 +22,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from gpu_standin import StandIn, constant
-from serving import DEADLINE_S, PY, Running, logs, start, submit, wait_state
+from serving import PY, Running, logs, start, submit, wait_for, wait_state
 from suanli.cli.main import app as cli
 from suanli.core.idle import IdlePolicy
 from tasks import CHECKPOINTED, open_dir
@@ -33,16 +33,6 @@ POLICY = IdlePolicy(threshold=0.05, window=1.0, grace=1.0, action="preempt")
 LONG = [PY, "-c", "import time; time.sleep(120)"]
 SMALL: dict[str, Any] = {"cpu": 0.1, "memory": "64M"}
 """Little CPU and memory: the jobs wait for GPUs only (the machine may have two cores)."""
-
-
-def wait_for(what: str, probe: Any) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        got = probe()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"waited too long for {what}"
-        time.sleep(0.05)
 
 
 def kinds(c: Any, job: str) -> list[str]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from suanli.backends.base import Outcome
 from suanli.control.attempts import INTERRUPTED, LiveAttempt, to_ms
 from suanli.store import jobs as js
 from suanli.store import nodes as sn
@@ -137,12 +136,5 @@ class Hardware:
         self._requeued(live, job)
         if self.metrics is not None:
             self.metrics.preempted(job.queue, "hardware")
-        live.why_stopping = Outcome.PREEMPTED
-        live.interrupted = why
-        self._drain(live)
-        if live.state == "admitted" and not live.handles:
-            live.state = "stopping"
-            self._attempt_over(live, now)  # never started: nothing to stop
-            return
-        live.state = "stopping"
-        self._send_stop(live)
+        live.interrupted = why  # its ended row's detail
+        self._stop_requeued(live, now)

@@ -528,15 +528,21 @@ class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle):
         self._requeued(live, job)
         if self.metrics is not None:
             self.metrics.preempted(d.job.queue, d.kind)
+        if self._stop_requeued(live, now):
+            crash_point("preempt-grace")
+
+    def _stop_requeued(self, live: LiveAttempt, now: float) -> bool:
+        """``live``'s job is requeued (its claims went with it): stop its tasks as a
+        preemption's. False if it had not started: it is over here, nothing to stop."""
         live.why_stopping = Outcome.PREEMPTED
         self._drain(live)
         if live.state == "admitted" and not live.handles:
             live.state = "stopping"
-            self._attempt_over(live, now)  # never started: nothing to stop
-            return
+            self._attempt_over(live, now)
+            return False
         live.state = "stopping"
         self._send_stop(live)
-        crash_point("preempt-grace")
+        return True
 
     # ------------------------------------------------------------------ idle reclaim
     def _watch_idle(self, now: float) -> None:
