@@ -5,12 +5,12 @@ A backend that runs on a cluster whose nodes come and go (the Ray backend) offer
 ``inventory()``: its live nodes now. Every ``ControlConfig.inventory_interval_s`` the loop
 reads it and makes the scheduler agree:
 
-- a node that left is marked unhealthy (and one that returns is in service again unless an
-  operator holds it: ``suanli.control.hardware``) (read at once when a task was lost, since a lost
+- a node that left is marked unhealthy (read at once when a task was lost, since a lost
   task may be the first sign of a lost node; the backend may report a node it suspects as
   absent before its engine has declared it dead): nothing new is placed there; what ran there ends as
   its backend reports it (a lost task, requeued from its checkpoint), never because the
-  inventory said so. A node that returns is healthy again.
+  inventory said so. A node that returns is healthy again, and in service unless an
+  operator holds it (``suanli.control.hardware``).
 - a node that joined (or whose size changed) rebuilds the scheduler over the new cluster, as
   a restart does (``recover``): running attempts are restored where they run, pending jobs
   resubmitted in order. The intake takes the new cluster too (``on_cluster``), so jobs that
