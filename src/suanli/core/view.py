@@ -125,6 +125,7 @@ class ClusterView:
         self.listeners: list[Callable[[int], None]] = []
         """Called with a node index after every change of that node's free capacity or health."""
         self.task_listeners: list[Callable[[TaskPlacement, int], None]] = []
+        """Called with each placement allocated (+1) or released (-1), after the node listeners."""
         self.health_changes = 0
         """How many times a node's or a GPU's health was set (``set_health``,
         ``set_gpu_health``)."""
@@ -134,7 +135,6 @@ class ClusterView:
         self.gpu_held_milli = np.zeros_like(self.gpu_free_milli)
         self.gpu_held_mem = np.zeros_like(self.gpu_free_mem)
         self.any_out = False
-        """Called with each placement allocated (+1) or released (-1), after the node listeners."""
         self._undo: list[TaskPlacement] = []
         self._tracking = 0
         self._everywhere = np.ones(n, dtype=bool)  # the mask of "no constraint" (shared)
@@ -354,43 +354,58 @@ class ClusterView:
                 f"node {self.spec.nodes[n].name}: release of more than was taken: {p}"
             )
         gpus = p.gpus
-        if gpus:
+        if gpus and self.any_out:
+            self._release_gpus_held(p)
+        elif gpus:
             fm = self.gpu_free_milli[n]
             gm = self.gpu_free_mem[n]
             cap = self.gpu_cap_mem[n]
-            out = self.gpu_out[n] if self.any_out else None
-            if out is not None:  # what an out-of-service GPU releases goes to its hold
-                fm, gm = fm.copy(), gm.copy()
-                fm[out] += self.gpu_held_milli[n][out]
-                gm[out] += self.gpu_held_mem[n][out]
             for gi in gpus:
                 if fm[gi] + p.gpu_milli > MILLI or gm[gi] + p.gpu_memory_mib > cap[gi]:
                     raise OvercommitError(
                         f"node {self.spec.nodes[n].name} GPU {gi}: release of more than was taken: {p}"
                     )
-            if out is not None:
-                fm, gm = self.gpu_free_milli[n], self.gpu_free_mem[n]
             full = 0
-            held = 0
             for gi in gpus:
-                if out is not None and out[gi]:
-                    self.gpu_held_milli[n, gi] += p.gpu_milli
-                    self.gpu_held_mem[n, gi] += p.gpu_memory_mib
-                    held += p.gpu_milli
-                    continue
                 fm[gi] += p.gpu_milli
                 gm[gi] += p.gpu_memory_mib
                 if fm[gi] == MILLI:
                     full += 1
             self.node_full_free[n] += full
             given = p.gpu_milli * len(gpus)
-            self.node_free_milli[n] += given - held
+            self.node_free_milli[n] += given
             self.allocated_milli -= given
         self.free_cpu[n] += p.cpu_milli
         self.free_mem[n] += p.memory_mib
         self._node_changed(n)
         for task_listener in self.task_listeners:
             task_listener(p, -1)
+
+    def _release_gpus_held(self, p: TaskPlacement) -> None:
+        """``release``'s GPU part while some GPU is out of service: what an out-of-service
+        GPU gets back goes to its hold (it has nothing free), the rest as ``release`` does."""
+        n, gpus = p.node, p.gpus
+        fm, gm, cap = self.gpu_free_milli[n], self.gpu_free_mem[n], self.gpu_cap_mem[n]
+        hm, hg, out = self.gpu_held_milli[n], self.gpu_held_mem[n], self.gpu_out[n]
+        for gi in gpus:
+            to_m, to_g = (hm, hg) if out[gi] else (fm, gm)
+            if to_m[gi] + p.gpu_milli > MILLI or to_g[gi] + p.gpu_memory_mib > cap[gi]:
+                raise OvercommitError(
+                    f"node {self.spec.nodes[n].name} GPU {gi}: release of more than was taken: {p}"
+                )
+        full = held = 0
+        for gi in gpus:
+            to_m, to_g = (hm, hg) if out[gi] else (fm, gm)
+            to_m[gi] += p.gpu_milli
+            to_g[gi] += p.gpu_memory_mib
+            if out[gi]:
+                held += p.gpu_milli
+            elif fm[gi] == MILLI:
+                full += 1
+        self.node_full_free[n] += full
+        given = p.gpu_milli * len(gpus)
+        self.node_free_milli[n] += given - held
+        self.allocated_milli -= given
 
     def _node_changed(self, n: int) -> None:
         f3 = self.node_free3
