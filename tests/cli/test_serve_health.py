@@ -102,6 +102,16 @@ def test_an_admin_drains_and_uncordons_a_node_and_a_user_may_not(
                 assert r.status_code == 403, r.text
                 assert "only admins" in r.json()["error"]
             assert admin.post("/v1/nodes/nope/drain", json={}).status_code == 404
+            # A user never learns whether a node exists, nor reaches a malformed one.
+            assert c.post("/v1/nodes/nope/drain", json={}).status_code == 403
+            for bad in ("a%00b", "x" * 201):
+                assert admin.post(f"/v1/nodes/{bad}/drain", json={}).status_code == 422
+            assert admin.post(f"/v1/nodes/{node}/drain", json=["x"]).status_code == 422
+            assert admin.post(f"/v1/nodes/{node}/drain", json={"reason": 7}).status_code == 422
+            r = admin.post(f"/v1/nodes/{node}/cordon")  # no body: no reason
+            assert r.status_code == 200, r.text
+            assert r.json()["state"] == "cordoned" and r.json()["cordon_reason"] is None
+            assert admin.post(f"/v1/nodes/{node}/uncordon").json()["state"] == "up"
             assert (
                 admin.post(f"/v1/nodes/{node}/drain", json={"reason": "x" * 501}).status_code == 422
             )

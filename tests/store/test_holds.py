@@ -59,6 +59,9 @@ def test_cordons(store: Store) -> None:
     with pytest.raises(ValueError, match="cordon, drain or none, got 'reboot'"):
         sn.set_cordon(store, "b", "reboot", None, NOW)
     assert sn.holds(store).cordons == {"b": ("drain", "firmware 2.1", NOW + 7)}
+    ((only, only_gpus),) = js.list_nodes(store, "b")  # one node, read alone
+    assert (only.name, only.cordon, [g.idx for g in only_gpus]) == ("b", "drain", [0, 1])
+    assert js.list_nodes(store, "c") == []
     back = sn.set_cordon(store, "b", None, "ignored", NOW + 9)
     assert (back.cordon, back.cordon_reason) == (None, None)
     assert sn.holds(store).cordons == {}

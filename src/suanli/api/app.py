@@ -408,23 +408,21 @@ def create_app(
         except sn.NodeNotFound:
             raise ApiError(404, f"no node {name!r}") from None
         wake()
-        for n, g in js.list_nodes(store):
-            if n.name == name:
-                return s.node_out(n, g)
-        raise ApiError(404, f"no node {name!r}")
+        ((node, its_gpus),) = js.list_nodes(store, name)
+        return s.node_out(node, its_gpus)
 
     NodeName = Annotated[str, PathParam(max_length=200)]
 
     @app.post("/v1/nodes/{name}/cordon", tags=["cluster"])
-    def cordon_node(name: NodeName, body: s.NodeHold, who: Who) -> s.NodeOut:
+    def cordon_node(name: NodeName, who: Who, body: s.NodeHold | None = None) -> s.NodeOut:
         """Cordon the node (admins): nothing new is placed there; what runs there runs on."""
-        return hold_node(who, name, "cordon", body.reason)
+        return hold_node(who, name, "cordon", body.reason if body is not None else "")
 
     @app.post("/v1/nodes/{name}/drain", tags=["cluster"])
-    def drain_node(name: NodeName, body: s.NodeHold, who: Who) -> s.NodeOut:
+    def drain_node(name: NodeName, who: Who, body: s.NodeHold | None = None) -> s.NodeOut:
         """Drain the node (admins): cordoned, and every attempt on it requeued from its
         checkpoint (stopped as a preemption is: its stop signal, then the kill)."""
-        return hold_node(who, name, "drain", body.reason)
+        return hold_node(who, name, "drain", body.reason if body is not None else "")
 
     @app.post("/v1/nodes/{name}/uncordon", tags=["cluster"])
     def uncordon_node(name: NodeName, who: Who) -> s.NodeOut:

@@ -156,7 +156,8 @@ class NodeList(BaseModel):
 
 
 class NodeHold(BaseModel):
-    """``POST /v1/nodes/{name}/cordon`` and ``/drain``: why (shown with the node)."""
+    """``POST /v1/nodes/{name}/cordon`` and ``/drain``: why (shown with the node); the body
+    may be left out."""
 
     model_config = ConfigDict(extra="forbid")
 

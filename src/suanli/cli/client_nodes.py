@@ -89,30 +89,30 @@ def _hold(action: str, name: str, body: dict[str, Any] | None, server: str,
     typer.echo(f"node {node['name']}: {node['state']}")
 
 
-@nodes_app.command("cordon")
-def cordon(
-    name: NameArgument,
-    reason: ReasonOption = "",
-    server: ServerOption = DEFAULT_SERVER,
-    token: TokenOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Cordon a node (admins): nothing new is placed there; what runs there runs on."""
-    _hold("cordon", name, {"reason": reason}, server, token, as_json)
+def _hold_command(action: str, doc: str) -> Any:
+    """The ``suanli nodes ACTION NAME [--reason]`` command (cordon, drain)."""
+
+    def command(
+        name: NameArgument,
+        reason: ReasonOption = "",
+        server: ServerOption = DEFAULT_SERVER,
+        token: TokenOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        _hold(action, name, {"reason": reason}, server, token, as_json)
+
+    command.__doc__ = doc
+    return nodes_app.command(action)(command)
 
 
-@nodes_app.command("drain")
-def drain(
-    name: NameArgument,
-    reason: ReasonOption = "",
-    server: ServerOption = DEFAULT_SERVER,
-    token: TokenOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Drain a node (admins): cordoned, and every attempt on it stopped as a preemption
-    is and requeued from its checkpoint. ``draining`` until they have stopped, then
-    ``drained``."""
-    _hold("drain", name, {"reason": reason}, server, token, as_json)
+cordon = _hold_command(
+    "cordon", "Cordon a node (admins): nothing new is placed there; what runs there runs on."
+)
+drain = _hold_command(
+    "drain",
+    "Drain a node (admins): cordoned, and every attempt on it stopped as a preemption is and "
+    "requeued from its checkpoint. ``draining`` until they have stopped, then ``drained``.",
+)
 
 
 @nodes_app.command("uncordon")

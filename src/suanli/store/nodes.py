@@ -222,12 +222,15 @@ def _differs(stored: Any, given: Any) -> bool:
     return bool(stored != given)
 
 
-def list_nodes(target: Target) -> list[tuple[NodeRow, list[GpuRow]]]:
-    """The stored nodes, by name, each with its GPUs by index."""
+def list_nodes(target: Target, name: str | None = None) -> list[tuple[NodeRow, list[GpuRow]]]:
+    """The stored nodes (only node ``name`` if given), by name, each with its GPUs by index."""
+    nq, gq = sa.select(nodes), sa.select(gpus)
+    if name is not None:
+        nq, gq = nq.where(nodes.c.name == name), gq.where(gpus.c.node == name)
     with reading(target) as conn:
-        node_rows = list(conn.execute(sa.select(nodes).order_by(nodes.c.name)))
+        node_rows = list(conn.execute(nq.order_by(nodes.c.name)))
         by_node: dict[str, list[GpuRow]] = {}
-        for r in conn.execute(sa.select(gpus).order_by(gpus.c.node, gpus.c.idx)):
+        for r in conn.execute(gq.order_by(gpus.c.node, gpus.c.idx)):
             by_node.setdefault(r.node, []).append(
                 GpuRow(
                     r.node,
