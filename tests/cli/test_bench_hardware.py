@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from suanli.bench.hardware import LiveScenario, live_bench
 from suanli.cli.main import app as cli
 from support import cli_runner, write_gpw
 
@@ -33,6 +36,24 @@ def test_live_bench_keeps_work_off_held_hardware_and_off_does_not() -> None:
     assert on["succeeded"] == off["succeeded"] == 52  # no job is lost either way
     assert on["wall_ratio"] > 0 and "stand-in" in live["notes"][0]
     assert out["skipped"] == {}
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        # Variants of the bench's script: other mixes, GPUs and overlapping fault and drain.
+        LiveScenario(small_jobs=20, gangs=6, faulty_gpu=5, fault_at=300, healthy_at=900,
+                     drain_at=400, uncordon_at=1300),
+        LiveScenario(small_jobs=60, small_runtime_s=200, gangs=2, gang_runtime_s=3000,
+                     faulty_gpu=0, fault_at=50, healthy_at=2500, drain_at=60, uncordon_at=120),
+    ],
+)  # fmt: skip
+def test_holds_keep_every_variant_off_held_hardware(scenario: LiveScenario) -> None:
+    r = live_bench(scenario)
+    off, on = r.rows
+    assert on["started_on_faulty_gpu"] == on["started_on_drained_node"] == 0
+    assert on["ran_through_fault"] == 0 and 0 <= on["moved_within_s"] <= 2.0
+    assert on["succeeded"] == off["succeeded"] == scenario.small_jobs + scenario.gangs
 
 
 def test_failure_bench_on_a_csv_and_its_skip(tmp_path: Path) -> None:

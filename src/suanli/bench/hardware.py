@@ -18,6 +18,7 @@ model-off run's, measured in the same call.
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -122,8 +123,9 @@ class LiveScenario:
     gangs: int = 4
     """Eight-GPU jobs of ``gang_runtime_s``, submitted at 0 after the small ones."""
     gang_runtime_s: float = 1200.0
+    faulty_gpu: int = 3
     fault_at: float = 100.0
-    """GPU 3 of the first node faults (XID 79) ..."""
+    """GPU ``faulty_gpu`` of the first node faults (XID 79) ..."""
     healthy_at: float = 700.0
     """... and is healthy again."""
     drain_at: float = 900.0
@@ -150,7 +152,7 @@ def live_bench(scenario: LiveScenario = LiveScenario()) -> BenchResult:
     off["wall_ratio"] = 1.0
     title = (f"live holds: {scenario.cluster}, {scenario.small_jobs} one-GPU jobs of "
              f"{scenario.small_runtime_s:g} s and {scenario.gangs} 8-GPU gangs of "
-             f"{scenario.gang_runtime_s:g} s; GPU 3 of node 0 faults (xid 79) "
+             f"{scenario.gang_runtime_s:g} s; GPU {scenario.faulty_gpu} of node 0 faults (xid 79) "
              f"{scenario.fault_at:g}-{scenario.healthy_at:g} s, node 1 drained "
              f"{scenario.drain_at:g}-{scenario.uncordon_at:g} s (fake backend and clock)")  # fmt: skip
     notes = [f"GPU health read from a {ScriptedHealth.name}: no GPU is needed or used"]
@@ -198,7 +200,7 @@ def _live_run(sc: LiveScenario, holds: bool) -> dict[str, Any]:
                 js.submit_job(store, spec=spec.model_dump(mode="json"), tenant="lab", user="ana",
                               name="", queue="lab", priority_class="normal", now_ms=0)  # fmt: skip
             script = [
-                (sc.fault_at, lambda: health.faults.__setitem__(3, "xid 79")),
+                (sc.fault_at, lambda: health.faults.__setitem__(sc.faulty_gpu, "xid 79")),
                 (sc.healthy_at, health.faults.clear),
                 (
                     sc.drain_at,
@@ -209,6 +211,7 @@ def _live_run(sc: LiveScenario, holds: bool) -> dict[str, Any]:
                     lambda: sn.set_cordon(store, second, None, None, round(now[0] * 1000)),
                 ),  # fmt: skip
             ]
+            script.sort(key=lambda e: e[0])  # the events in time order, however given
             total = len(shapes)
             while now[0] <= sc.end_s:
                 while script and script[0][0] <= now[0]:
@@ -227,40 +230,46 @@ def _live_run(sc: LiveScenario, holds: bool) -> dict[str, Any]:
 
 def _live_row(store: Any, sc: LiveScenario, first: str, second: str, holds: bool,
               end: float, t0: float) -> dict[str, Any]:  # fmt: skip
-    """What one live run did: attempts on the faulty GPU and the drained node while out,
-    interruptions, how soon each fault's work was moved, and how the jobs ended."""
+    """What one live run did, from its store: attempts started on the faulty GPU and on the
+    drained node while they were out, attempts that held the GPU when it faulted and ran on
+    (not moved off it), interruptions and how soon after the fault or the drain their work
+    was moved, the GPU-seconds they ran before it, and how the jobs ended."""
+    from suanli.control.attempts import is_interruption
     from suanli.store import jobs as js
+    from suanli.store.schema import JOB_STATES
 
+    gpu = sc.faulty_gpu
     fault = (sc.fault_at * 1000, sc.healthy_at * 1000)
     drain = (sc.drain_at * 1000, sc.uncordon_at * 1000)
-    landed_gpu = landed_node = interrupted = 0
+    landed_gpu = landed_node = ran_through = interrupted = succeeded = 0
     lost_gpu_s = 0.0
     moved_after: list[float] = []
-    succeeded = 0
-    for _, job_id in js.job_ids_in(store, ["succeeded", "failed", "cancelled", "lost", "pending",
-                                          "admitted", "running"]):  # fmt: skip
+    for _, job_id in js.job_ids_in(store, JOB_STATES):
         rec = js.get_job(store, job_id)
         succeeded += rec is not None and rec.state == "succeeded"
         for a in js.job_attempts(store, job_id):
-            on_gpu = any(t["node"] == first and 3 in t["gpus"] for t in a.placement)
+            on_gpu = any(t["node"] == first and gpu in t["gpus"] for t in a.placement)
             on_node = any(t["node"] == second for t in a.placement)
+            moved = is_interruption(a.detail)
             if on_gpu and fault[0] <= a.admitted_ms < fault[1]:
                 landed_gpu += 1
             if on_node and drain[0] <= a.admitted_ms < drain[1]:
                 landed_node += 1
-            if a.detail is not None and a.detail.startswith("interrupted"):
+            began = a.started_ms if a.started_ms is not None else a.admitted_ms
+            if on_gpu and not moved and began <= fault[0] < (a.ended_ms or math.inf) - 1:
+                ran_through += 1
+            if moved:
                 interrupted += 1
                 if a.started_ms is not None and a.ended_ms is not None:
                     gpus = sum(len(t["gpus"]) for t in a.placement)
                     lost_gpu_s += gpus * (a.ended_ms - a.started_ms) / 1000
-                    at = fault[0] if a.detail.startswith("interrupted: GPU") else drain[0]
+                    at = fault[0] if on_gpu and a.ended_ms < fault[1] else drain[0]
                     moved_after.append((a.ended_ms - at) / 1000)
-    kept = _kept_on_faulty(store, first, fault)
     return {
         "run": "on" if holds else "off",
         "started_on_faulty_gpu": landed_gpu,
         "started_on_drained_node": landed_node,
-        "ran_through_fault": kept,
+        "ran_through_fault": ran_through,
         "interrupted": interrupted,
         "moved_within_s": max(moved_after) if moved_after else float("nan"),
         "lost_gpu_s": lost_gpu_s,
@@ -268,19 +277,3 @@ def _live_row(store: Any, sc: LiveScenario, first: str, second: str, holds: bool
         "makespan_s": end,
         "wall_s": time.perf_counter() - t0,
     }
-
-
-def _kept_on_faulty(store: Any, node: str, fault: tuple[float, float]) -> int:
-    """Attempts that held GPU 3 of ``node`` across the whole fault (never moved off it)."""
-    from suanli.store import jobs as js
-
-    n = 0
-    for _, job_id in js.job_ids_in(store, ["succeeded", "failed", "cancelled", "lost",
-                                          "running", "admitted", "pending"]):  # fmt: skip
-        for a in js.job_attempts(store, job_id):
-            on = any(t["node"] == node and 3 in t["gpus"] for t in a.placement)
-            start = a.started_ms if a.started_ms is not None else a.admitted_ms
-            if on and start <= fault[0] and (a.ended_ms is None or a.ended_ms > fault[0] + 1):
-                if a.detail is None or not a.detail.startswith("interrupted"):
-                    n += 1
-    return n
