@@ -14,53 +14,17 @@ import sqlalchemy as sa
 
 from declared import declare_inventory
 from fake_clock import Clock
+from loop_builders import CLUSTER, make, spec, state, submit
 from pg import postgres_server, store_fixture  # noqa: F401  (postgres_server: a fixture)
-from suanli.backends.fake import RUNTIME_VARIABLE, FakeBackend
 from suanli.config.cluster import load_cluster
-from suanli.control.loop import ControlConfig, Controller
+from suanli.control.loop import Controller
 from suanli.control.spec import JobSpec
 from suanli.core.decisions import Admit, Preempt
-from suanli.core.preemption import PreemptionConfig
-from suanli.sim.engine import PolicySet
 from suanli.store import Store, open_store
 from suanli.store import jobs as js
 from suanli.store.schema import attempts, gpu_claims, gpus, job_events, jobs
 
-CLUSTER = "2x4xTESTGPU[gpumem=80G,speed=1]"
-
 store = store_fixture()  # each test on SQLite and on PostgreSQL
-
-
-def make(store: Store, clock: Clock, *, preempt: bool = False) -> tuple[Controller, FakeBackend]:
-    cluster = load_cluster(CLUSTER)
-    declare_inventory(store, cluster)
-    backend = FakeBackend(clock)
-    config = ControlConfig(
-        cluster=cluster,
-        policy=PolicySet.parse("fifo+best-fit"),
-        preemption=PreemptionConfig(min_runtime=0, restart_overhead=0) if preempt else None,
-    )
-    return Controller(store, config, backend, clock=clock), backend
-
-
-def spec(runtime: float | None, gpus: float = 1, cls: str = "normal", **kw: Any) -> JobSpec:
-    env = {RUNTIME_VARIABLE: str(runtime)} if runtime is not None else {}
-    return JobSpec(
-        command=["train"], gpus=gpus, cpu=1, memory="1G", priority_class=cls, env=env, **kw
-    )
-
-
-def submit(store: Store, s: JobSpec, at: float) -> str:
-    rec = js.submit_job(store, spec=s.model_dump(mode="json"), tenant="lab", user="ana",
-                        name="", queue="lab", priority_class=s.priority_class,
-                        now_ms=round(at * 1000))  # fmt: skip
-    return rec.id
-
-
-def state(store: Store, job_id: str) -> str:
-    rec = js.get_job(store, job_id)
-    assert rec is not None
-    return rec.state
 
 
 def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:

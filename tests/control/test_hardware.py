@@ -44,6 +44,17 @@ def watched(store: Store, clock: Clock) -> tuple[Controller, Faults, HealthWatch
     return ctl, faults, watch, node
 
 
+def one_running(store: Store) -> tuple[Clock, Controller, Faults, HealthWatch, str, str, int]:
+    """A watched controller running one one-GPU job: (clock, controller, the stand-in's
+    faults, the watch, the watched node, the job, its GPU)."""
+    clock = Clock()
+    ctl, faults, watch, node = watched(store, clock)
+    job = submit(store, spec(1000, gpus=1), clock.t)
+    ctl.step()
+    ((_, gpu),) = gpus_of(store, job)
+    return clock, ctl, faults, watch, node, job, gpu
+
+
 def gpus_of(store: Store, job_id: str) -> set[tuple[str, int]]:
     (a,) = [x for x in js.job_attempts(store, job_id) if x.state != "ended"]
     return {(t["node"], g) for t in a.placement for g in t["gpus"]}
@@ -87,11 +98,7 @@ def test_a_faulty_gpu_is_drained_its_attempt_requeued_and_it_returns_when_health
 
 
 def test_a_task_that_fails_with_its_gpu_is_requeued_not_failed(store: Store) -> None:
-    clock = Clock()
-    ctl, faults, watch, node = watched(store, clock)
-    job = submit(store, spec(1000, gpus=1), clock.t)
-    ctl.step()
-    ((_, gpu),) = gpus_of(store, job)
+    clock, ctl, faults, watch, node, job, gpu = one_running(store)
     # The GPU falls off the bus and takes the process with it, before the watch's next read:
     # the loop asks the watch at once, and the job is interrupted, not failed.
     faults.faults[gpu] = "lost: the GPU fell off the bus"
@@ -154,11 +161,7 @@ def test_cordon_keeps_what_runs_and_drain_requeues_it_across_a_restart(store: St
 
 
 def test_a_restart_finds_the_fault_and_moves_the_attempt_it_restored(store: Store) -> None:
-    clock = Clock()
-    ctl, faults, watch, node = watched(store, clock)
-    job = submit(store, spec(1000, gpus=1), clock.t)
-    ctl.step()
-    ((_, gpu),) = gpus_of(store, job)
+    clock, ctl, faults, watch, node, job, gpu = one_running(store)
     # The fault is recorded while the control plane is down; the restarted one restores
     # the attempt, then reads the holds and interrupts it.
     sn.set_gpu_faults(store, node, {gpu: "ecc: 1 uncorrected errors"}, round(clock.t * 1000))

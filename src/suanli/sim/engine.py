@@ -61,7 +61,7 @@ from suanli.sim.attempts import FAILED, FINISHED, PREEMPTED, RUNNING, AttemptLog
 from suanli.sim.explain import Explainer
 from suanli.sim.failures import FailureClock, FailureModel
 from suanli.sim.results import JobRecords, SimResult, Window, summarise
-from suanli.sim.topology import TopologyModel
+from suanli.sim.topology import BoundTopology, TopologyModel
 
 PRESTAGE_STEP_S = 60.0
 """How often a replay with pre-staging asks which waiting jobs will start soon (seconds)."""
@@ -243,7 +243,7 @@ class _Replay:
         self.startup_paid = [0.0] * n  # start-up seconds its attempts spent on their GPUs
         self.startup_saved = [0.0] * n  # start-up seconds staging saved them
         self.speeds = view.node_speed.tolist()
-        self.topology: Any = None  # a bound suanli.sim.topology model, or None: off
+        self.topology: BoundTopology | None = None  # None: off
         self.slow = [1.0] * n  # this attempt's slowdown from its placement's spread
         self.spread_gpu_s = [0.0] * n  # GPU-seconds run slower than on the best placement
         self.seq = 0

@@ -21,7 +21,7 @@ from suanli.core.decisions import JobPlacement
 from suanli.core.model import ClusterSpec, Job
 from suanli.core.topology import Comm, Fabric, GpuSlot
 
-__all__ = ["TopologyModel"]
+__all__ = ["BoundTopology", "TopologyModel"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,11 @@ class TopologyModel:
     def comm_of(self, job: Job) -> Comm | None:
         return self.comm.get(job.id, self.default)
 
-    def bind(self, cluster: ClusterSpec) -> _Bound:
-        return _Bound(self, cluster)
+    def bind(self, cluster: ClusterSpec) -> BoundTopology:
+        return BoundTopology(self, cluster)
 
 
-class _Bound:
+class BoundTopology:
     """A model bound to a cluster: each node's place, and the best layout per size."""
 
     def __init__(self, model: TopologyModel, cluster: ClusterSpec) -> None:
