@@ -55,6 +55,7 @@ PLACEMENTS = (
     "fgd-packing",
     "fgd-clustering",
     "frag-balance",
+    "topology",
 )
 
 

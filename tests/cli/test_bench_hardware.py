@@ -2,7 +2,8 @@
 
 The live bench's GPU health comes from a scripted stand-in for NVML (there is no GPU here);
 the failure bench runs on a small Gen-Parallel-Workloads CSV written by the test, or skips
-with its reason when the trace it names is not found.
+with its reason when the trace it names is not found; the topology bench on its generated
+workload.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from suanli.bench.hardware import LiveScenario, live_bench
+from suanli.bench.topology import TopologyScenario, topology_workload
 from suanli.cli.main import app as cli
+from suanli.config.cluster import load_cluster
+from suanli.core.topology import Fabric, GpuSlot
 from support import cli_runner, write_gpw
 
 
@@ -54,6 +58,47 @@ def test_holds_keep_every_variant_off_held_hardware(scenario: LiveScenario) -> N
     assert on["started_on_faulty_gpu"] == on["started_on_drained_node"] == 0
     assert on["ran_through_fault"] == 0 and 0 <= on["moved_within_s"] <= 2.0
     assert on["succeeded"] == off["succeeded"] == scenario.small_jobs + scenario.gangs
+
+
+def test_topology_bench_rows_beside_the_model_off() -> None:
+    r = cli_runner().invoke(cli, ["bench", "hardware", "--only", "topology", "--seeds", "0",
+                                  "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    (bench,) = json.loads(r.stdout)["benches"]
+    assert "72x8xGB200[nvlink=72,rack=18]" in bench["title"]
+    rows = bench["rows"]
+    assert [(x["load"], x["model"], x["policy"]) for x in rows] == [
+        (load, model, policy) for load in (0.6, 0.8)
+        for model, policy in (("off", "best-fit"), ("on", "best-fit"), ("on", "topology"))
+    ]  # fmt: skip
+    for off, *on in (rows[:3], rows[3:]):
+        assert off["spread_gpu_h"] == 0 and off["gang_slowdown"] == 1 and off["jct_ratio"] == 1
+        for x in on:
+            assert 0 <= x["spread_gangs"] <= 1 and x["gang_slowdown"] >= 1
+            # Spread gangs run slower: GPU-hours lost, and JCT no better than with no model.
+            assert x["spread_gpu_h"] > 0 and x["jct_ratio"] >= 1
+            assert x["jct_ratio"] == pytest.approx(x["jct_h"] / off["jct_h"])
+
+
+def test_topology_workload_is_seeded_at_its_load_with_gangs_of_whole_nodes() -> None:
+    sc = TopologyScenario(jobs=400)
+    jobs, comm = topology_workload(sc, 3, 0.7)
+    again, _ = topology_workload(sc, 3, 0.7)
+    assert jobs == again and jobs != topology_workload(sc, 4, 0.7)[0]
+    sizes = {j.task.gpus * j.tasks for j in jobs}
+    assert sizes <= set(sc.gpus) and {16, 32, 64} <= sizes
+    assert all(j.task.gpus == 8 for j in jobs if j.tasks > 1)
+    gpus = load_cluster(sc.cluster).total_gpus
+    offered = sum(j.task.gpus * j.tasks * j.runtime for j in jobs)
+    assert offered / (gpus * jobs[-1].submit) == pytest.approx(0.7, rel=0.05)
+    # A 64-GPU gang on one NVL72 domain steps at NVLink 5; over two racks, at InfiniBand.
+    c = comm[next(j.id for j in jobs if j.tasks == 8)]
+    one = [GpuSlot(f"n{k // 8}", k % 8, "d", "r", "GB200") for k in range(64)]
+    two = [GpuSlot(f"n{k // 8}", k % 8, f"d{k // 32}", f"r{k // 32}", "GB200") for k in range(64)]
+    f = Fabric()
+    ring = 2 * c.grad_bytes * 63 / 64 / (0.8 * 1e9)
+    assert f.step_s(c, one) == pytest.approx(c.compute_s + ring / 900)
+    assert f.step_s(c, two) == pytest.approx(c.compute_s + ring / 50)
 
 
 def test_failure_bench_on_a_csv_and_its_skip(tmp_path: Path) -> None:
@@ -100,7 +145,7 @@ def test_failure_bench_on_a_csv_and_its_skip(tmp_path: Path) -> None:
 
 
 def test_bad_options_are_refused() -> None:
-    bad = cli_runner().invoke(cli, ["bench", "hardware", "--only", "topology"])
-    assert bad.exit_code == 2 and "unknown bench 'topology'" in bad.output
+    bad = cli_runner().invoke(cli, ["bench", "hardware", "--only", "gpus"])
+    assert bad.exit_code == 2 and "unknown bench 'gpus'" in bad.output
     scale = cli_runner().invoke(cli, ["bench", "hardware", "--time-scale", "0"])
     assert scale.exit_code == 2 and "--time-scale" in scale.output

@@ -27,6 +27,9 @@ from suanli.core.model import MILLI, TaskRequest
 from suanli.core.registry import UnknownPolicyError, catalogue, create, names
 from suanli.core.view import ClusterView
 
+COMPACT = tuple(p for p in PLACEMENTS if p != "topology")
+"""The placements that spread a gang by the default rule (``suanli.core.spread.compact``)."""
+
 
 def _place(view, j, policy_name, seed=0):  # type: ignore[no-untyped-def]
     return place_job(view, j, placement(policy_name), rng(seed))
@@ -205,18 +208,77 @@ def test_gang_prefers_one_group_for_the_same_node_count(level: str, policy: str)
     assert sorted(p.nodes) == [0, 1]
 
 
-@pytest.mark.parametrize("policy", PLACEMENTS)
-def test_fewest_nodes_beats_one_rack(policy: str) -> None:
-    spec = cluster(
+def _three_racks():  # type: ignore[no-untyped-def]
+    return cluster(
         node("a0", 2, rack="A"),
         node("a1", 2, rack="A"),
         node("a2", 2, rack="A"),
         node("b0", 4, rack="B"),
         node("c0", 2, rack="C"),
     )
-    view = ClusterView(spec)
-    p, _, _ = _place(view, job("g", tasks=6), policy)
+
+
+@pytest.mark.parametrize("policy", COMPACT)
+def test_fewest_nodes_beats_one_rack(policy: str) -> None:
+    p, _, _ = _place(ClusterView(_three_racks()), job("g", tasks=6), policy)
     assert len(p.nodes) == 2 and 3 in p.nodes
+
+
+def test_topology_takes_one_rack_over_fewer_nodes() -> None:
+    p, _, _ = _place(ClusterView(_three_racks()), job("g", tasks=6), "topology")
+    assert sorted(p.nodes) == [0, 1, 2]
+
+
+def test_topology_takes_the_tightest_domain_that_holds_the_gang() -> None:
+    # Domain A has 8 GPUs free, B 6, C 4: a gang of six 1-GPU tasks, which no node holds,
+    # takes two nodes in A or in B. Topology takes B (nothing spare: A stays whole for the
+    # next gang); compact takes the first group with the fewest nodes, A.
+    spec = cluster(
+        node("a0", 4, domain="A"),
+        node("a1", 4, domain="A"),
+        node("b0", 3, domain="B"),
+        node("b1", 3, domain="B"),
+        node("c0", 2, domain="C"),
+        node("c1", 2, domain="C"),
+    )
+    p, _, _ = _place(ClusterView(spec), job("g", tasks=6), "topology")
+    assert sorted(p.nodes) == [2, 3]
+    q, _, _ = _place(ClusterView(spec), job("g", tasks=6), "best-fit")
+    assert sorted(q.nodes) == [0, 1]
+
+
+def test_topology_takes_the_fewest_racks_when_no_rack_holds_the_gang() -> None:
+    # Racks: A 2 + 2, B 4 + 4 + 4, C 4: a 16-task gang takes all of B, then C (as much room
+    # as A, on fewer nodes).
+    spec = cluster(
+        node("a0", 2, rack="A"),
+        node("a1", 2, rack="A"),
+        node("b0", 4, rack="B"),
+        node("b1", 4, rack="B"),
+        node("b2", 4, rack="B"),
+        node("c0", 4, rack="C"),
+    )
+    p, _, _ = _place(ClusterView(spec), job("g", tasks=16), "topology")
+    assert sorted(p.nodes) == [2, 3, 4, 5]
+
+
+def test_topology_fills_the_fullest_domain_first_for_a_one_node_job() -> None:
+    # Domain B: two idle 8-GPU nodes (16 GPUs free); domain A: two, one GPU of a1 in use
+    # (15 free). An 8-GPU job fits b0, b1 and a0 equally well; topology takes a0 (the
+    # domain with the least free), keeping B whole; best-fit takes the first, b0.
+    spec = cluster(
+        node("b0", 8, domain="B"),
+        node("b1", 8, domain="B"),
+        node("a0", 8, domain="A"),
+        node("a1", 8, domain="A"),
+    )
+    picked = {}
+    for name in ("topology", "best-fit"):
+        view = ClusterView(spec)
+        take(view, 3, [0], task(1))
+        p, _, _ = _place(view, job("j", gpus=8), name)
+        picked[name] = p.nodes
+    assert picked == {"topology": (2,), "best-fit": (0,)}
 
 
 @pytest.mark.parametrize("policy", PLACEMENTS)

@@ -16,6 +16,9 @@ Philly's K80s and P40s, so each job now runs ``duration × 0.4484 / 1.0`` (the G
 speed of Philly's machines over the V100's) where it ran ``duration / 1.0`` before, and the
 shorter jobs move the decisions. Under the reference basis (V100 = 1.0, as before) they are
 still the streams first recorded, which the test below holds.
+
+Case 40 (``placement/topology``) was added with that placement, recorded at its commit; no
+other case changed.
 """
 
 from __future__ import annotations

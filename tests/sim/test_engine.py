@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from builders import A100, T4, cluster, cpu_only, frac, gpus_cluster, job, node, task
-from suanli.core.model import SpecError
+from suanli.core.model import SpecError, TaskRequest
 from suanli.core.registry import UnknownPolicyError, names
 from suanli.sim.engine import ImpossibleJobError, PolicySet, check_feasible, simulate
 
@@ -189,6 +189,37 @@ IMPOSSIBLE = [
     ("cpu", gpus_cluster(8), job("x", t=cpu_only(100_000))),
 ]
 # fmt: on
+
+
+SAYS = {  # what the refusal says no node has enough of (None: the gang's size, or unhealthy)
+    "too-many-gpus": "GPUs: 9 on one node, the largest has 8",
+    "gang-too-big": None,
+    "gang-min-too-big": None,
+    "gpu-memory": "GPU memory: 40000 MiB a GPU, the largest GPU has 32768",
+    "model-absent": "no node has the GPU model it asks for",
+    "model-only-on-unhealthy-node": None,
+    "cpu": "CPU: 100000 mCPU, the largest node has 64000",
+}
+
+
+@pytest.mark.parametrize("name, spec, j", IMPOSSIBLE, ids=[i[0] for i in IMPOSSIBLE])
+def test_an_impossible_jobs_refusal_names_what_no_node_has(name, spec, j) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ImpossibleJobError) as e:
+        check_feasible(spec, [j])
+    says = SAYS[name]
+    if says is None:
+        assert "no node has" not in str(e.value)
+    else:
+        assert says in str(e.value)
+    if name != "cpu":
+        assert "mCPU" not in str(e.value).split("fits")[1]  # never blames what it has enough of
+
+
+def test_a_whole_gpu_task_over_its_gpus_memory_is_refused_for_gpu_memory() -> None:
+    with pytest.raises(
+        ImpossibleJobError, match="GPU memory: 50000 MiB a GPU, the largest GPU has 32768"
+    ):
+        check_feasible(gpus_cluster(8), [job("x", t=TaskRequest(gpus=2, gpu_memory_mib=50_000))])
 
 
 @pytest.mark.parametrize("spec, j", [i[1:] for i in IMPOSSIBLE], ids=[i[0] for i in IMPOSSIBLE])

@@ -1,15 +1,20 @@
 """Topology in the simulator: a gang forced across racks runs at the fabric's slowdown, one
-placed compactly does not, and the GPU-seconds lost to spread are counted."""
+placed compactly does not, and the GPU-seconds lost to spread are counted; ``placement/topology``
+keeps a rack whole for the gang that best-fit spreads; ``suanli simulate --topology``."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from builders import job, node
+from suanli.cli.main import app as cli
 from suanli.core.model import ClusterSpec, GpuModel
 from suanli.core.topology import Comm, Fabric
 from suanli.sim.engine import PolicySet, simulate
-from suanli.sim.topology import TopologyModel
+from suanli.sim.topology import TopologyModel, spread_line, spread_summary
+from support import cli_runner
 
 H100 = GpuModel("H100", 81_920, 1.0)
 COMM = Comm(grad_bytes=14e9, compute_s=1.0)  # a 7B model's BF16 gradients, 1 s of compute
@@ -41,6 +46,14 @@ def test_a_gang_across_racks_runs_at_the_fabrics_slowdown() -> None:
     assert on.records.spread_gpu_s is not None and off.records.spread_gpu_s is None
     assert on.records.spread_gpu_s[i] == pytest.approx(16 * 1000 * (slow - 1))
     assert on.records.spread_gpu_s.sum() == pytest.approx(on.records.spread_gpu_s[i])
+    assert on.records.slowdown is not None and off.records.slowdown is None
+    assert on.records.slowdown.tolist() == pytest.approx([1, 1, slow])
+    summary = spread_summary(on.records)
+    assert summary == pytest.approx(
+        {"spread_jobs": 1, "mean_slowdown_of_spread": slow,
+         "spread_gpu_hours": 16 * 1000 * (slow - 1) / 3600}
+    )  # fmt: skip
+    assert spread_line(on.records).startswith("topology: 1 job(s) ran spread")
 
 
 def test_a_compact_gang_or_a_job_that_does_not_talk_runs_as_recorded() -> None:
@@ -49,3 +62,35 @@ def test_a_compact_gang_or_a_job_that_does_not_talk_runs_as_recorded() -> None:
     r = simulate(two_racks(), jobs, PolicySet.parse("fifo+best-fit"), topology=model)
     assert list(r.records.finish - r.records.start) == pytest.approx([1000, 1000])
     assert r.records.spread_gpu_s is not None and r.records.spread_gpu_s.sum() == 0
+
+
+def test_topology_placement_keeps_a_rack_whole_for_the_gang_best_fit_spreads() -> None:
+    # Racks alternate (n0, n2 in r0; n1, n3 in r1). Two one-node jobs: best-fit takes n0 and
+    # n1 (ties go to the lowest index), leaving the gang n2 + n3 across racks; topology puts
+    # the second job beside the first (the rack with less free), leaving r1 whole.
+    jobs = [job("a", 0, 5000, gpus=8), job("b", 0, 5000, gpus=8), gang("g", 1)]
+    model = TopologyModel(FABRIC, comm={"g": COMM})
+    run = {p: simulate(two_racks(), jobs, PolicySet.parse(f"fifo+{p}"), topology=model)
+           for p in ("best-fit", "topology")}  # fmt: skip
+    took = {p: r.records.finish[2] - r.records.start[2] for p, r in run.items()}
+    assert took["topology"] == pytest.approx(1000)
+    assert took["best-fit"] > 1000 * 1.2
+    assert run["topology"].records.spread_gpu_s.sum() == 0  # type: ignore[union-attr]
+
+
+def test_simulate_topology_option_and_its_bad_values() -> None:
+    args = ["simulate", "-c", "8x8xH100[rack=2]", "-n", "150", "--seed", "3", "-p",
+            "fifo+topology", "--json"]  # fmt: skip
+    r = cli_runner().invoke(cli, [*args, "--topology", "14:0.8"])
+    assert r.exit_code == 0, r.output
+    (run,) = json.loads(r.stdout)["results"]
+    t = run["topology"]
+    assert t["spread_jobs"] >= 0 and t["spread_gpu_hours"] >= 0
+    assert t["mean_slowdown_of_spread"] >= 1
+    off = cli_runner().invoke(cli, args)
+    assert "topology" not in json.loads(off.stdout)["results"][0]
+    for bad, why in (("14", "expected GRAD_GB:COMPUTE_S"), ("x:1", "must be numbers"),
+                     ("14:0", "compute_s must be > 0"), ("nan:1", "must be finite"),
+                     ("-1:1", "grad_bytes must be >= 0")):  # fmt: skip
+        b = cli_runner().invoke(cli, [*args, "--topology", bad])
+        assert b.exit_code == 2 and why in b.output, (bad, b.output)

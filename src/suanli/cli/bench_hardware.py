@@ -12,13 +12,16 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from suanli.bench.hardware import BenchResult, failure_bench, live_bench
+from suanli.bench.pooling import pooling_bench
+from suanli.bench.topology import topology_bench
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.options import TraceDirOption
 
-BENCHES = ("failures", "live")
+BENCHES = ("topology", "pooling", "failures", "live")
 BUDGET_S = 60.0
 """Each bench's time budget on a 2-core machine (flagged when over)."""
 
@@ -30,10 +33,10 @@ def _cell(v: Any) -> str:
 
 
 def table(r: BenchResult) -> Table:
-    t = Table(title=r.title)
+    t = Table(title=escape(r.title))
     cols = list(r.rows[0])
     for c in cols:
-        t.add_column(c, justify="left" if c == "run" else "right")
+        t.add_column(c, justify="left" if c in ("run", "model", "policy", "pooling") else "right")
     for row in r.rows:
         t.add_row(*(_cell(row[c]) for c in cols))
     return t
@@ -54,16 +57,22 @@ def hardware_command(
         float, typer.Option("--time-scale", help="The failure bench's arrival time scale.")
     ] = 0.19,
     seeds: Annotated[
-        str, typer.Option("--seeds", help="The failure bench's seeds (0-4, or 0,3).")
-    ] = "0",
+        str | None,
+        typer.Option(
+            "--seeds",
+            help="The simulated benches' seeds (0-4, or 0,3; default: topology and pooling 0-2, "
+            "failures 0).",
+        ),
+    ] = None,
     jobs: Annotated[
         int | None, typer.Option("--jobs", help="Cut the failure bench's trace to its first N.")
     ] = None,
     trace_dir: TraceDirOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
-    """The hardware models (failures in the simulator; live GPU health and node holds), each
-    beside the same run with the model off, with each bench's wall time."""
+    """The hardware models (topology, memory pooling and failures in the simulator; live GPU
+    health and node holds), each beside the same run with the model off, with each bench's
+    wall time."""
     from suanli.cli.bench import _split, parse_seeds
 
     with user_errors():
@@ -75,14 +84,18 @@ def hardware_command(
             fail(f"--time-scale: must be > 0, got {time_scale}")
         if jobs is not None and jobs < 1:
             fail(f"--jobs: must be >= 1 (got {jobs})")
-        seed_list = parse_seeds(seeds)
+        seed_list = parse_seeds(seeds) if seeds is not None else None
         results: list[BenchResult] = []
         skipped: dict[str, str] = {}
         t0 = time.perf_counter()
+        if "topology" in chosen:
+            results.append(topology_bench(seeds=tuple(seed_list or (0, 1, 2))))
+        if "pooling" in chosen:
+            results.append(pooling_bench(seeds=tuple(seed_list or (0, 1, 2))))
         if "failures" in chosen:
             try:
-                results.append(failure_bench(trace, time_scale, seed_list, trace_dir=trace_dir,
-                                             first=jobs))  # fmt: skip
+                results.append(failure_bench(trace, time_scale, seed_list or (0,),
+                                             trace_dir=trace_dir, first=jobs))  # fmt: skip
             except FileNotFoundError as e:
                 skipped["failures"] = f"trace {trace!r} not found ({e})"
         if "live" in chosen:
@@ -101,7 +114,7 @@ def hardware_command(
     for r in results:
         console.print(table(r))
         for note in r.notes:
-            console.print(f"  {note}")
+            console.print(f"  {escape(note)}")
         over = f": OVER the {BUDGET_S:.0f} s budget" if r.wall_s > BUDGET_S else ""
         console.print(f"  {r.name}: {r.wall_s:.1f} s wall{over}")
     for name, why in skipped.items():

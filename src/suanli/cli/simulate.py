@@ -39,6 +39,7 @@ from suanli.config.tenancy import load_tenancy
 from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet, check_feasible
 from suanli.core.model import ClusterSpec, Job
+from suanli.core.pooling import MemoryPool
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import UnknownPolicyError, check
 from suanli.core.seams import OrderContext
@@ -49,8 +50,10 @@ from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
 from suanli.sim.explain import render as render_timeline
 from suanli.sim.export import render_json, write_results
 from suanli.sim.failures import DETECT_S, GPU_PER_DAY, NODE_PER_DAY, FailureModel
+from suanli.sim.pooling import pool_line
 from suanli.sim.results import SimResult, Window
 from suanli.sim.spread import SpreadError, check_address
+from suanli.sim.topology import TopologyModel, parse_step, spread_line
 from suanli.traces import LoadedTrace, resolve_trace
 from suanli.workload.duty import apply_duty, parse_duty
 from suanli.workload.duty import describe as describe_duty
@@ -382,6 +385,37 @@ def simulate_command(
             help="With --failures: seconds before a failure is found.",
         ),
     ] = DETECT_S,
+    topology: Annotated[
+        str | None,
+        typer.Option(
+            "--topology",
+            metavar="GRAD_GB:COMPUTE_S",
+            help="Multi-GPU jobs run slower the farther apart their GPUs are: each step "
+            "computes for COMPUTE_S, then ring-all-reduces GRAD_GB over the slowest link "
+            "between its GPUs (NVLink, PCIe, InfiniBand; docs/failures.md, 'Topology'); "
+            "e.g. 14:0.8 (a 7B model's BF16 gradients).",
+        ),
+    ] = None,
+    memory_pool: Annotated[
+        str | None,
+        typer.Option(
+            "--memory-pool",
+            metavar="SOURCES",
+            help="A whole-GPU job that asks for more memory a GPU than any GPU it may use has "
+            "runs with the overflow on NVLink peers (peer: it also takes free GPUs of its "
+            "node as lenders) or in host memory (host), whichever costs fewer GPU-seconds, "
+            "slower by a memory-bound bound (docs/pooling.md); e.g. peer,host.",
+        ),
+    ] = None,
+    pool_overlap: Annotated[
+        float,
+        typer.Option(
+            "--pool-overlap",
+            metavar="SHARE",
+            help="With --memory-pool: the share of the remote memory traffic hidden behind "
+            "compute (0: the memory-bound bound).",
+        ),
+    ] = 0.0,
     skip_bad_rows: Annotated[
         bool,
         typer.Option(
@@ -561,6 +595,17 @@ def simulate_command(
                 repair_s=failures, gpu_per_day=gpu_failures, node_per_day=node_failures,
                 rack_per_day=rack_failures, detect_s=failure_detect, seed=seed,
             )  # fmt: skip
+    topology_model = None
+    if topology is not None:
+        with user_errors():
+            topology_model = TopologyModel(default=parse_step(topology))
+    pool = None
+    if memory_pool is not None:
+        with user_errors():
+            sources = tuple(x.strip() for x in memory_pool.split(",") if x.strip())
+            pool = MemoryPool(sources=sources, overlap=pool_overlap)
+    elif pool_overlap != 0.0:
+        fail("--pool-overlap: only with --memory-pool")
     if preemption_policy != "checkpoint-aware":
         if not preempt:
             fail("--preemption-policy: only with --preempt")
@@ -645,6 +690,8 @@ def simulate_command(
                     startup_s=startup_delay,
                     prestage=prestage,
                     failures=failure_model,
+                    topology=topology_model,
+                    memory_pool=pool,
                 )
             except SpreadError as e:
                 fail(f"--ray: {e}")
@@ -681,6 +728,10 @@ def simulate_command(
                 console.print(f"[{r.label}] {alert}", markup=False)
             if r.records.failures is not None:
                 console.print(f"[{r.label}] {r.records.failures.line()}", markup=False)
+            if r.records.pooled is not None:
+                console.print(f"[{r.label}] {pool_line(r.records)}", markup=False)
+            if r.records.spread_gpu_s is not None:
+                console.print(f"[{r.label}] {spread_line(r.records)}", markup=False)
             notes = r.records.budget
             if notes:
                 refused = sum(1 for v in notes.values() if v.startswith("refused"))

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet
 from suanli.core.model import ClusterSpec, Job
+from suanli.core.pooling import MemoryPool
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.seams import OrderContext
 from suanli.core.speed import REFERENCE, SpeedBasis
@@ -23,6 +24,7 @@ from suanli.sim.engine import simulate
 from suanli.sim.failures import FailureModel
 from suanli.sim.results import SimResult, Window
 from suanli.sim.spread import spread_map
+from suanli.sim.topology import TopologyModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +48,8 @@ class Replay:
     startup_s: float = 0.0
     prestage: bool = False
     failures: FailureModel | None = None
+    topology: TopologyModel | None = None
+    memory_pool: MemoryPool | None = None
 
 
 def simulate_one(
@@ -75,6 +79,8 @@ def simulate_one(
         startup_s=replay.startup_s,
         prestage=replay.prestage,
         failures=replay.failures,
+        topology=replay.topology,
+        memory_pool=replay.memory_pool,
     )
 
 
@@ -100,6 +106,8 @@ def run_all(
     startup_s: float = 0.0,
     prestage: bool = False,
     failures: FailureModel | None = None,
+    topology: TopologyModel | None = None,
+    memory_pool: MemoryPool | None = None,
 ) -> list[SimResult]:
     """Simulate ``jobs`` under each policy set (same jobs, same seed), in this process one
     after another, or each as a task on the Ray cluster at ``ray`` (``suanli.sim.spread``:
@@ -122,6 +130,8 @@ def run_all(
         startup_s,
         prestage,
         failures,
+        topology,
+        memory_pool,
     )
     runs = [
         (

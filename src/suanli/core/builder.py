@@ -25,7 +25,7 @@ from suanli.core.admission.budget import BudgetAdmission
 from suanli.core.admission.quota import QuotaAdmission
 from suanli.core.backfill import DEFAULT_DEPTH
 from suanli.core.budget import BudgetBook
-from suanli.core.model import ClusterSpec, Job, PriorityClass, SpecError
+from suanli.core.model import ClusterSpec, Job, PriorityClass, SpecError, TaskRequest
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.registry import check, create
 from suanli.core.scheduler import Scheduler
@@ -214,11 +214,36 @@ def _never_fits(cluster: ClusterSpec, view: ClusterView, job: Job) -> str | None
         return None
     t = job.task
     models = "|".join(sorted(t.gpu_models)) or "any"
+    mem = f", {t.gpu_memory_mib} MiB a GPU" if t.gpu_memory_mib and t.gpus else ""
     return (
         f"can never run on cluster {cluster.name}: {job.min_tasks} task(s) of "
-        f"{t.gpus} GPU(s) × {t.gpu_milli} milli ({models}), {t.cpu_milli} mCPU, "
-        f"{t.memory_mib} MiB; the empty cluster fits {int(k.sum())}"
+        f"{t.gpus} GPU(s) × {t.gpu_milli} milli{mem} ({models}), {t.cpu_milli} mCPU, "
+        f"{t.memory_mib} MiB; the empty cluster fits {int(k.sum())}{_limit(cluster, t)}"
     )
+
+
+def _limit(cluster: ClusterSpec, t: TaskRequest) -> str:
+    """What no node has enough of for one task of ``t`` (empty: each alone fits a node, so
+    it is the gang's size)."""
+    nodes = [n for n in cluster.nodes
+             if not t.gpus or (n.gpu_model is not None
+                               and (not t.gpu_models or n.gpu_model.name in t.gpu_models))]  # fmt: skip
+    if not nodes:
+        return "; no node has the GPU model it asks for"
+    out: list[str] = []
+    if t.gpus and t.gpu_memory_mib:
+        most = max(n.gpu_model.memory_mib for n in nodes if n.gpu_model is not None)
+        if t.gpu_memory_mib > most:
+            out.append(f"GPU memory: {t.gpu_memory_mib} MiB a GPU, the largest GPU has {most}")
+    if t.gpus > max(n.gpus for n in nodes):
+        out.append(f"GPUs: {t.gpus} on one node, the largest has {max(n.gpus for n in nodes)}")
+    if t.cpu_milli > max(n.cpu_milli for n in nodes):
+        out.append(f"CPU: {t.cpu_milli} mCPU, the largest node has "
+                   f"{max(n.cpu_milli for n in nodes)}")  # fmt: skip
+    if t.memory_mib > max(n.memory_mib for n in nodes):
+        out.append(f"memory: {t.memory_mib} MiB, the largest node has "
+                   f"{max(n.memory_mib for n in nodes)}")  # fmt: skip
+    return f" (no node has enough: {'; '.join(out)})" if out else ""
 
 
 class Refusals:

@@ -3,8 +3,8 @@
 1. Count, per node, how many of the job's identical tasks fit now (``fit_counts``).
 2. If the cluster cannot take the job's gang minimum, fail with the numbers (``NoCapacity``).
 3. If one node can take every task to be started, the placement policy picks that node.
-4. Otherwise spread over the fewest nodes; among layouts with that many nodes prefer one
-   NVLink domain, then one rack. Nodes are taken most-capacity first, policy score next.
+4. Otherwise the placement spreads it (``Placement.spread``; ``suanli.core.spread``: by
+   default the fewest nodes, then one NVLink domain, then one rack).
 5. Inside each chosen node the policy picks the GPUs, one task at a time, and each task is
    assumed on the view at once (so the next task sees it).
 """
@@ -59,7 +59,8 @@ def place_job(
             best = _best(policy.score(view, task, count, single, rng))
             chosen = [(int(single[best]), count)]
         else:
-            chosen = _spread(view, k, count, policy, task, rng)
+            nodes = k.nonzero()[0]
+            chosen = policy.spread(view, k, count, policy.score(view, task, 1, nodes, rng))
 
     return _allocate(view, task, chosen, policy, rng), None, k
 
@@ -85,45 +86,6 @@ def _allocate(
 def _best(scores: np.ndarray) -> int:
     # argmin returns the first minimum: ties go to the lowest candidate index.
     return int(scores.argmin())
-
-
-def _spread(
-    view: ClusterView,
-    k: np.ndarray,
-    count: int,
-    policy: Placement,
-    task: TaskRequest,
-    rng: np.random.Generator,
-) -> list[tuple[int, int]]:
-    """Nodes and task counts for a gang that no single node can hold."""
-    nodes = k.nonzero()[0]
-    kk = k[nodes]
-    score = policy.score(view, task, 1, nodes, rng)
-    # Most capacity first, then policy score, then node index (lexsort: last key is primary).
-    order = np.lexsort((nodes, score, -kk))
-    need_global = int(np.searchsorted(np.cumsum(kk[order]), count) + 1)
-
-    for groups in (view.node_domain[nodes], view.node_rack[nodes]):
-        best_group, best_need = -1, need_global + 1
-        totals = np.bincount(groups, weights=kk)
-        for grp in (totals >= count).nonzero()[0]:
-            sel = order[groups[order] == grp]
-            need = int(np.searchsorted(np.cumsum(kk[sel]), count) + 1)
-            if need < best_need:
-                best_group, best_need = int(grp), need
-        if best_group >= 0 and best_need == need_global:
-            order = order[groups[order] == best_group]
-            break
-
-    chosen: list[tuple[int, int]] = []
-    left = count
-    for i in order:
-        take = int(min(kk[i], left))
-        chosen.append((int(nodes[i]), take))
-        left -= take
-        if left == 0:
-            break
-    return chosen
 
 
 def no_capacity(view: ClusterView, job: Job, fit_tasks: int, largest_block: int) -> NoCapacity:

@@ -55,6 +55,7 @@ BUILTIN = (
     "suanli.core.policies.fgd",
     "suanli.core.policies.fgd_baselines",
     "suanli.core.policies.frag_balance",
+    "suanli.core.policies.topology",
     "suanli.core.policies.runtime_estimate",
     "suanli.core.policies.runtime_oracle",
     "suanli.core.admission.quota",

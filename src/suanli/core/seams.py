@@ -48,6 +48,7 @@ from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, Job, PriorityClas
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.running import Running, RunningSet
 from suanli.core.shapes import ShapeTable
+from suanli.core.spread import compact
 from suanli.core.tenancy import TenancySpec
 from suanli.core.view import FREE_SCORE_CPU, FREE_SCORE_MEM, ClusterView
 
@@ -369,6 +370,15 @@ class Placement:
 
     def observe(self, job: Job) -> None:
         """A job was submitted (a placement that learns the workload counts it; default: no-op)."""
+
+    def spread(
+        self, view: ClusterView, k: np.ndarray, count: int, score: np.ndarray
+    ) -> list[tuple[int, int]]:
+        """Nodes and task counts for ``count`` tasks of a gang no single node holds; ``k``:
+        the tasks that fit on each node now, ``score``: this placement's score of each node
+        with ``k > 0`` for one task. Default: the fewest nodes, then one NVLink domain, then
+        one rack (``suanli.core.spread.compact``)."""
+        return compact(view, k, count, score)
 
     def pick_gpus(
         self, view: ClusterView, node: int, task: TaskRequest, rng: np.random.Generator

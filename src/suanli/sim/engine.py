@@ -50,6 +50,7 @@ from suanli.core.decisions import (
     apply,
 )
 from suanli.core.model import ClusterSpec, Job, SpecError
+from suanli.core.pooling import MemoryPool
 from suanli.core.preemption import PreemptionConfig
 from suanli.core.scheduler import Scheduler
 from suanli.core.seams import OrderContext
@@ -94,6 +95,7 @@ def simulate(
     prestage: bool = False,
     failures: FailureModel | None = None,
     topology: TopologyModel | None = None,
+    memory_pool: MemoryPool | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy``; see the module docstring.
 
@@ -130,6 +132,9 @@ def simulate(
     (``records.interruptions`` per job, ``records.failures`` the log and its cost).
     ``topology``: multi-GPU attempts run slower the farther apart their GPUs are
     (``suanli.sim.topology``; ``records.spread_gpu_s`` the GPU-seconds lost to it).
+    ``memory_pool``: a whole-GPU job that asks for more memory than any GPU it may use has
+    runs with its overflow on NVLink peers or in host memory, slower (``suanli.core.pooling``;
+    ``records.pooled`` how each is served).
     """
     if not startup_s >= 0:
         raise SpecError(f"startup_s must be >= 0 seconds, got {startup_s}")
@@ -144,6 +149,9 @@ def simulate(
         dict(admission or {}),
         backfill_depth,
     )
+    pooled = None
+    if memory_pool is not None:
+        jobs, pooled = memory_pool.apply(jobs, cluster)
     check_feasible(cluster, jobs)
     check_admissible(cluster, jobs, setting)
     # A million-job replay holds millions of long-lived objects; without this, the cyclic
@@ -156,7 +164,7 @@ def simulate(
         gc.collect()
         gc.freeze()
     try:
-        return _run(
+        res = _run(
             cluster,
             jobs,
             policy,
@@ -179,6 +187,8 @@ def simulate(
     finally:
         if freeze:
             gc.unfreeze()
+    res.records.pooled = pooled
+    return res
 
 
 __all__ = [
@@ -595,6 +605,7 @@ def _run(
         rec.lost_gpu_s = np.array(rep.lost_gpu_s)
     if topology is not None:
         rec.spread_gpu_s = np.array(rep.spread_gpu_s)
+        rec.slowdown = np.array(rep.slow)
     if clock is not None:
         clock.close(stop)
         rec.interruptions = np.array(rep.interrupted, dtype=np.int64)

@@ -10,8 +10,11 @@ import numpy as np
 
 from suanli.core.decisions import Reason
 from suanli.core.model import MILLI, ClusterSpec, Job
+from suanli.core.pooling import Pooled
 from suanli.sim.attempts import AttemptUse
 from suanli.sim.failures import FailureLog
+from suanli.sim.pooling import pool_summary
+from suanli.sim.topology import spread_summary
 
 PERCENTILES = (50, 95, 99)
 
@@ -137,6 +140,12 @@ class JobRecords:
     spread_gpu_s: np.ndarray | None = None
     """GPU-seconds each job ran slower than on the best placement for it (None: the
     topology model was off; ``suanli.sim.topology``)."""
+    pooled: dict[str, Pooled] | None = None
+    """Job id -> how its GPU memory overflow was served (None: memory pooling was off;
+    ``suanli.sim.pooling``)."""
+    slowdown: np.ndarray | None = None
+    """Each job's slowdown from its last attempt's placement (1.0: as fast as on the best
+    placement; None: the topology model was off)."""
     use: AttemptUse | None = None
     """What each attempt held and how it ended, aligned with ``attempts``."""
     waited: dict[int, Reason] = field(default_factory=dict)
@@ -325,6 +334,16 @@ class SimResult:
             **(
                 {"failures": self.records.failures.summary()}
                 if self.records.failures is not None
+                else {}
+            ),
+            **(
+                {"memory_pool": pool_summary(self.records)}
+                if self.records.pooled is not None
+                else {}
+            ),
+            **(
+                {"topology": spread_summary(self.records)}
+                if self.records.spread_gpu_s is not None
                 else {}
             ),
             **(

@@ -16,12 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from suanli.core.decisions import JobPlacement
-from suanli.core.model import ClusterSpec, Job
+from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.core.topology import Comm, Fabric, GpuSlot
 
-__all__ = ["BoundTopology", "TopologyModel"]
+if TYPE_CHECKING:
+    from suanli.sim.results import JobRecords
+
+__all__ = ["BoundTopology", "TopologyModel", "parse_step", "spread_line", "spread_summary"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +92,40 @@ class BoundTopology:
                     "r" if rack else f"r{k // biggest}", model, ic)
             for k in range(nodes * biggest)
         )[:count]  # fmt: skip
+
+
+def parse_step(text: str) -> Comm:
+    """``GRAD_GB:COMPUTE_S`` (``14:0.8``: every step computes for 0.8 s, then all-reduces
+    14 GB) as a ``Comm``; a ``SpecError`` that says what is wrong otherwise."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise SpecError(f"topology step {text!r}: expected GRAD_GB:COMPUTE_S, e.g. 14:0.8")
+    try:
+        grad, compute = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise SpecError(f"topology step {text!r}: GRAD_GB and COMPUTE_S must be numbers") from None
+    if not (np.isfinite(grad) and np.isfinite(compute)):
+        raise SpecError(f"topology step {text!r}: GRAD_GB and COMPUTE_S must be finite")
+    try:
+        return Comm(grad_bytes=grad * 1e9, compute_s=compute)
+    except SpecError as e:
+        raise SpecError(f"topology step {text!r}: {e}") from None
+
+
+def spread_summary(rec: JobRecords) -> dict[str, float | int]:
+    """Plain data: jobs whose last attempt ran slower than on the best placement, their mean
+    slowdown, and the GPU-hours lost to spread (``records.spread_gpu_s``)."""
+    assert rec.spread_gpu_s is not None and rec.slowdown is not None
+    spread = rec.slowdown > 1.0 + 1e-9
+    return {
+        "spread_jobs": int(spread.sum()),
+        "mean_slowdown_of_spread": float(rec.slowdown[spread].mean()) if spread.any() else 1.0,
+        "spread_gpu_hours": float(rec.spread_gpu_s.sum()) / 3600.0,
+    }
+
+
+def spread_line(rec: JobRecords) -> str:
+    """One line for a report."""
+    s = spread_summary(rec)
+    return (f"topology: {s['spread_jobs']:,} job(s) ran spread, {s['mean_slowdown_of_spread']:.3f}x "
+            f"slower on average; {s['spread_gpu_hours']:,.1f} GPU-h lost to spread")  # fmt: skip
