@@ -1,10 +1,11 @@
-"""The topology and memory-pooling benches of ``suanli bench hardware`` on variants of their
-scenarios: other seeds, other mixes, other clusters, other models' figures. Each line gives,
-over the variant's seeds, the spread (min-max, mean) of the model-aware run against its
-baseline in the same run: ``placement/topology`` against best-fit with the topology model on;
-pooling against pooling off.
+"""The topology, memory-pooling and defragmentation benches of ``suanli bench hardware`` on
+variants of their scenarios: other seeds, other mixes, other clusters, other loads and budgets.
+Each line gives, over the variant's seeds, the spread (min-max, mean) of the model-aware run
+against its baseline in the same run: ``placement/topology`` against best-fit with the
+topology model on; pooling against pooling off; ``preemption/defrag`` against
+checkpoint-aware.
 
-    PYTHONPATH=src python benchmarks/bench_hw_variants.py [--only topology|pooling]
+    PYTHONPATH=src python benchmarks/bench_hw_variants.py [--only topology|pooling|defrag]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import time
 from dataclasses import replace
 
+from suanli.bench.defrag import CHECKPOINT_S, pair
 from suanli.bench.pooling import PoolingScenario, pooling_bench
 from suanli.bench.topology import TopologyScenario, topology_bench
 
@@ -38,6 +40,17 @@ POOLING = {
         replace(P, cluster="32x4xH100", gpus=(1, 2, 4), weights=(0.5, 0.3, 0.2)),
         (0, 1, 2),
     ),  # fmt: skip
+}
+
+
+DEFRAG = {  # name: (scenario, load, moves an hour, seeds)
+    "load 0.85, 6 an hour, seeds 3-7": (T, 0.85, 6.0, (3, 4, 5, 6, 7)),
+    "load 0.7": (T, 0.7, 6.0, (0, 1, 2)),
+    "load 0.95": (T, 0.95, 6.0, (0, 1, 2)),
+    "2 moves an hour": (T, 0.85, 2.0, (0, 1, 2)),
+    "20 moves an hour": (T, 0.85, 20.0, (0, 1, 2)),
+    "gangs 60% of jobs": (TOPOLOGY["gangs 60% of jobs"][0], 0.85, 6.0, (0, 1, 2)),
+    "36x8, a domain a rack": (TOPOLOGY["36x8, a domain a rack"][0], 0.85, 6.0, (0, 1, 2)),
 }
 
 
@@ -78,14 +91,43 @@ def pooling() -> None:
         print(f"  {'':16s} {time.perf_counter() - t:.1f} s")
 
 
+def defrag() -> None:
+    import numpy as np
+
+    from suanli.bench.topology import topology_workload
+    from suanli.config.cluster import load_cluster
+    from suanli.core.speed import native_basis
+
+    print("defrag: gang wait and mean JCT with preemption/defrag over checkpoint-aware; "
+          "moves and their GPU-h")  # fmt: skip
+    for name, (sc, load, budget, seeds) in DEFRAG.items():
+        t = time.perf_counter()
+        cluster = load_cluster(sc.cluster)
+        wait, jct, moves, cost = [], [], [], []
+        for seed in seeds:
+            jobs, _ = topology_workload(sc, seed, load)
+            jobs = [replace(j, checkpoint_interval=CHECKPOINT_S) for j in jobs]
+            gang = np.array([j.tasks > 1 for j in jobs])
+            off, on = pair(name, cluster, jobs, native_basis(cluster), gang, seed, budget)
+            wait.append(on["gang_wait_ratio"])
+            jct.append(on["jct_ratio"])
+            moves.append(on["moves"])
+            cost.append(on["move_gpu_h"])
+        print(f"  {name:34s}: gang wait {spread(wait)}; JCT {spread(jct)}; moves "
+              f"{min(moves)}-{max(moves)}, {min(cost):.1f}-{max(cost):.1f} GPU-h "
+              f"({time.perf_counter() - t:.1f} s)")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=("topology", "pooling"))
+    ap.add_argument("--only", choices=("topology", "pooling", "defrag"))
     args = ap.parse_args()
     if args.only in (None, "topology"):
         topology()
     if args.only in (None, "pooling"):
         pooling()
+    if args.only in (None, "defrag"):
+        defrag()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,12 @@ CLUSTER = "2x4xTESTGPU[gpumem=80G,speed=1]"
 
 
 def make(
-    store: Store, clock: Clock, *, preempt: bool = False, policy: str = "fifo+best-fit"
+    store: Store,
+    clock: Clock,
+    *,
+    preempt: bool = False,
+    policy: str = "fifo+best-fit",
+    preemption: str = "checkpoint-aware",
 ) -> tuple[Controller, FakeBackend]:
     cluster = load_cluster(CLUSTER)
     declare_inventory(store, cluster)
@@ -28,7 +33,9 @@ def make(
     config = ControlConfig(
         cluster=cluster,
         policy=PolicySet.parse(policy),
-        preemption=PreemptionConfig(min_runtime=0, restart_overhead=0) if preempt else None,
+        preemption=PreemptionConfig(min_runtime=0, restart_overhead=0, policy=preemption)
+        if preempt
+        else None,
     )
     return Controller(store, config, backend, clock=clock), backend
 

@@ -144,6 +144,27 @@ def test_failure_bench_on_a_csv_and_its_skip(tmp_path: Path) -> None:
     assert out["benches"] == [] and "not found" in out["skipped"]["failures"]
 
 
+def test_defrag_bench_on_a_csv_and_the_generated_gangs(tmp_path: Path) -> None:
+    csv = write_gpw(tmp_path / "gpw", jobs=300)
+    r = cli_runner().invoke(cli, ["bench", "hardware", "--only", "defrag", "--trace", str(csv),
+                                  "--time-scale", "0.5", "--seeds", "0", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    (bench,) = json.loads(r.stdout)["benches"]
+    rows = bench["rows"]
+    assert [(x["workload"].split(" ")[0], x["defrag"]) for x in rows] == [
+        (str(csv), False),
+        (str(csv), True),
+        ("gangs", False),
+        ("gangs", True),
+    ]
+    for off, on in (rows[:2], rows[2:]):
+        assert off["moves"] == 0 and off["move_gpu_h"] == 0 and on["moves"] >= 0
+        assert on["jct_ratio"] == pytest.approx(on["jct_h"] / off["jct_h"])
+    gangs = rows[3]
+    # The generated gangs wait for scattered room: moves happen, cost GPU-hours, and help.
+    assert gangs["moves"] > 0 and gangs["move_gpu_h"] > 0 and gangs["gang_wait_ratio"] < 1
+
+
 def test_bad_options_are_refused() -> None:
     bad = cli_runner().invoke(cli, ["bench", "hardware", "--only", "gpus"])
     assert bad.exit_code == 2 and "unknown bench 'gpus'" in bad.output

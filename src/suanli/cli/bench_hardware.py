@@ -15,13 +15,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from suanli.bench.defrag import defrag_bench
 from suanli.bench.hardware import BenchResult, failure_bench, live_bench
 from suanli.bench.pooling import pooling_bench
 from suanli.bench.topology import topology_bench
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.options import TraceDirOption
 
-BENCHES = ("topology", "pooling", "failures", "live")
+BENCHES = ("topology", "pooling", "failures", "defrag", "live")
 BUDGET_S = 60.0
 """Each bench's time budget on a 2-core machine (flagged when over)."""
 
@@ -36,7 +37,9 @@ def table(r: BenchResult) -> Table:
     t = Table(title=escape(r.title))
     cols = list(r.rows[0])
     for c in cols:
-        t.add_column(c, justify="left" if c in ("run", "model", "policy", "pooling") else "right")
+        t.add_column(
+            c, justify="left" if c in ("run", "model", "policy", "pooling", "workload") else "right"
+        )
     for row in r.rows:
         t.add_row(*(_cell(row[c]) for c in cols))
     return t
@@ -51,28 +54,31 @@ def hardware_command(
         ),  # fmt: skip
     ] = None,
     trace: Annotated[
-        str, typer.Option("--trace", help="The failure bench's trace (a name or a path).")
+        str,
+        typer.Option("--trace", help="The failure and defrag benches' trace (a name or a path)."),
     ] = "philly",
     time_scale: Annotated[
-        float, typer.Option("--time-scale", help="The failure bench's arrival time scale.")
+        float,
+        typer.Option("--time-scale", help="The failure and defrag benches' arrival time scale."),
     ] = 0.19,
     seeds: Annotated[
         str | None,
         typer.Option(
             "--seeds",
-            help="The simulated benches' seeds (0-4, or 0,3; default: topology and pooling 0-2, "
-            "failures 0).",
+            help="The simulated benches' seeds (0-4, or 0,3; default: topology, pooling and "
+            "defrag's generated gangs 0-2, failures 0).",
         ),
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", help="Cut the failure bench's trace to its first N.")
+        int | None,
+        typer.Option("--jobs", help="Cut the failure and defrag benches' trace to its first N."),
     ] = None,
     trace_dir: TraceDirOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
-    """The hardware models (topology, memory pooling and failures in the simulator; live GPU
-    health and node holds), each beside the same run with the model off, with each bench's
-    wall time."""
+    """The hardware models (topology, memory pooling, failures and defragmentation in the
+    simulator; live GPU health and node holds), each beside the same run with the model off,
+    with each bench's wall time."""
     from suanli.cli.bench import _split, parse_seeds
 
     with user_errors():
@@ -98,6 +104,9 @@ def hardware_command(
                                              trace_dir=trace_dir, first=jobs))  # fmt: skip
             except FileNotFoundError as e:
                 skipped["failures"] = f"trace {trace!r} not found ({e})"
+        if "defrag" in chosen:
+            results.append(defrag_bench(trace, time_scale, tuple(seed_list or (0, 1, 2)),
+                                        trace_dir=trace_dir, first=jobs))  # fmt: skip
         if "live" in chosen:
             results.append(live_bench())
         wall = time.perf_counter() - t0

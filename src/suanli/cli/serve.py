@@ -211,6 +211,15 @@ def serve_command(
             help="With --preempt: how long a job runs before it may be preempted.",
         ),
     ] = 600.0,
+    preemption_policy: Annotated[
+        str,
+        typer.Option(
+            "--preemption-policy",
+            help="With --preempt: the preemption/... plugin (checkpoint-aware, by-order, or "
+            "defrag: also moves checkpointed work to make scattered free GPUs whole for a "
+            "job that waits; docs/defrag.md).",
+        ),
+    ] = "checkpoint-aware",
     budgets: Annotated[
         Path | None,
         typer.Option(
@@ -448,6 +457,7 @@ def serve_command(
             quotas=quotas,
             preempt=preempt,
             min_runtime=min_runtime,
+            preemption_policy=preemption_policy,
             budgets=budgets,
             prices=prices,
             metrics_public=metrics_public,

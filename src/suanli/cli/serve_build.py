@@ -84,6 +84,7 @@ def build_server(
     quotas: Path | None = None,
     preempt: bool = False,
     min_runtime: float = 600.0,
+    preemption_policy: str = "checkpoint-aware",
     budgets: Path | None = None,
     prices: Path | None = None,
     metrics_public: bool = False,
@@ -157,6 +158,15 @@ def build_server(
                         "(jobs set any other variable without it)")  # fmt: skip
     if engine not in ("local", "ray", "slurm"):
         raise SpecError(f"--backend: local, ray or slurm, got {engine!r}")
+    if preemption_policy != "checkpoint-aware":
+        if not preempt:
+            raise SpecError("--preemption-policy: only with --preempt")
+        from suanli.core.registry import UnknownPolicyError, check
+
+        try:
+            check("preemption", preemption_policy)
+        except UnknownPolicyError as e:
+            raise SpecError(f"--preemption-policy: {e}") from None
     if (gpus is None) != (gpu_model is None) and not (gpus == 0 and gpu_model is None):
         raise SpecError("--gpus and --gpu-model go together (--gpus 0 for a CPU-only node)")
     if engine != "slurm" and (slurm_python is not None or slurm_partition != "suanli"):
@@ -228,7 +238,9 @@ def build_server(
         cluster=cluster,
         policy=policy_set,
         tenancy=tenancy,
-        preemption=PreemptionConfig(min_runtime=min_runtime) if preempt else None,
+        preemption=(
+            PreemptionConfig(min_runtime=min_runtime, policy=preemption_policy) if preempt else None
+        ),  # fmt: skip
         budgets=budget_book,
         prices=book,
         run_as=identity,

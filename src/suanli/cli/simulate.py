@@ -306,10 +306,20 @@ def simulate_command(
         typer.Option(
             "--preemption-policy",
             help="With --preempt: the preemption/... plugin that chooses victims: "
-            "checkpoint-aware (priorities and quota reclaim) or by-order (the queue order's "
-            "own ranking of running jobs: queue/las, queue/srtf; docs/predict.md).",
+            "checkpoint-aware (priorities and quota reclaim), by-order (the queue order's "
+            "own ranking of running jobs: queue/las, queue/srtf; docs/predict.md) or defrag "
+            "(checkpoint-aware, and moves checkpointed work to make scattered free GPUs whole "
+            "for a job that waits; docs/defrag.md).",
         ),
     ] = "checkpoint-aware",
+    defrag_moves: Annotated[
+        float,
+        typer.Option(
+            "--defrag-moves-per-hour",
+            metavar="N",
+            help="With --preemption-policy defrag: at most N jobs moved in any hour.",
+        ),
+    ] = PreemptionConfig().defrag_moves_per_hour,
     start_estimates: Annotated[
         bool,
         typer.Option(
@@ -392,7 +402,7 @@ def simulate_command(
             metavar="GRAD_GB:COMPUTE_S",
             help="Multi-GPU jobs run slower the farther apart their GPUs are: each step "
             "computes for COMPUTE_S, then ring-all-reduces GRAD_GB over the slowest link "
-            "between its GPUs (NVLink, PCIe, InfiniBand; docs/failures.md, 'Topology'); "
+            "between its GPUs (NVLink, PCIe, InfiniBand; docs/topology.md); "
             "e.g. 14:0.8 (a 7B model's BF16 gradients).",
         ),
     ] = None,
@@ -613,6 +623,14 @@ def simulate_command(
             check("preemption", preemption_policy)
         except UnknownPolicyError as e:
             fail(f"--preemption-policy: {e}")
+    if defrag_moves != PreemptionConfig().defrag_moves_per_hour and preemption_policy != "defrag":
+        fail("--defrag-moves-per-hour: only with --preemption-policy defrag")
+    preemption_config = None
+    if preempt:
+        with user_errors():
+            preemption_config = PreemptionConfig(
+                policy=preemption_policy, defrag_moves_per_hour=defrag_moves
+            )
     if not (math.isfinite(time_scale) and time_scale > 0):
         fail(f"--time-scale: must be a number > 0 (got {time_scale:g})")
     if time_scale != 1.0 and trace is None:
@@ -679,7 +697,7 @@ def simulate_command(
                     progress=bars,
                     tenancy=tenancy,
                     ctx=OrderContext(tenancy_config.priority_classes) if tenancy_config else None,
-                    preemption=PreemptionConfig(policy=preemption_policy) if preempt else None,
+                    preemption=preemption_config,
                     explain=explain or [],
                     budgets=make_book,
                     admission=tenancy_config.admission if tenancy_config else None,

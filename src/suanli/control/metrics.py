@@ -39,8 +39,8 @@ Bounded labels. Every label takes a bounded set of values, whatever users send:
   those of the quota file, given to the constructor; without one (``queues=None``) they are
   the first ``max_queues`` distinct valid names seen, kept for the life of the instance;
 - ``state``: a job state of ``suanli.store.schema.JOB_STATES``, else ``other``;
-- ``reason``: ``priority`` or ``reclaim`` (the preemption kinds) or ``idle`` (an idle job's
-  GPUs reclaimed), else ``other``;
+- ``reason``: ``priority``, ``reclaim`` or ``defrag`` (the preemption kinds) or ``idle`` (an
+  idle job's GPUs reclaimed), else ``other``;
 - ``method``: a standard HTTP method, else ``other``; ``route``: the route template
   (``/v1/jobs/{job_id}``), not the path, at most :data:`MAX_ROUTES` distinct ones, else
   ``other``; ``status``: the status code as given (a number, so bounded);
@@ -136,7 +136,7 @@ QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 HTTP_METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
 )
-PREEMPTION_REASONS = frozenset({"priority", "reclaim", "idle"})
+PREEMPTION_REASONS = frozenset({"priority", "reclaim", "defrag", "idle"})
 MAX_ROUTES = 256
 """Distinct ``route`` labels kept (routes are the app's templates, far fewer: a guard only)."""
 

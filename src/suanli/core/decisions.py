@@ -145,8 +145,9 @@ class Skip:
 class Preempt:
     """Evict running ``job`` (all its tasks, released at once) to make room for job ``by``.
 
-    ``kind`` is ``priority`` (``by`` has a higher priority class) or ``reclaim`` (``by``'s queue
-    takes back quota that ``job``'s queue borrowed). ``lost_gpu_s`` is the work destroyed: GPU-
+    ``kind`` is ``priority`` (``by`` has a higher priority class), ``reclaim`` (``by``'s queue
+    takes back quota that ``job``'s queue borrowed) or ``defrag`` (``job`` is moved to make
+    scattered free room whole for ``by``: ``preemption/defrag``). ``lost_gpu_s`` is the work destroyed: GPU-
     seconds since the job's last checkpoint. ``kept_s`` is the work this attempt keeps: seconds
     of its running (after its restart overhead) saved by its last checkpoint, which the job
     resumes from (0 without checkpoints). The applier stops the job and requeues it.

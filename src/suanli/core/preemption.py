@@ -53,6 +53,9 @@ class PreemptionConfig:
     """Longest a borrower's minimum runtime shields it from reclaim (None: ``min_runtime``)."""
     policy: str = "checkpoint-aware"
     """The ``preemption/...`` plugin that applies these rules (``suanli policies``)."""
+    defrag_moves_per_hour: float = 6.0
+    """``preemption/defrag``: at most this many jobs moved in any hour (no published
+    figure: a budget to set; ``docs/defrag.md``)."""
 
     def __post_init__(self) -> None:
         for name in ("min_runtime", "window", "restart_overhead", "reclaim_within"):
@@ -61,6 +64,10 @@ class PreemptionConfig:
                 continue
             if not (math.isfinite(v) and v >= 0):
                 raise SpecError(f"preemption {name} must be >= 0, got {v}")
+        if not (math.isfinite(self.defrag_moves_per_hour) and self.defrag_moves_per_hour >= 0):
+            raise SpecError(
+                f"preemption defrag_moves_per_hour must be >= 0, got {self.defrag_moves_per_hour}"
+            )
         if self.max_preemptions < 0:
             raise SpecError(f"preemption max_preemptions must be >= 0, got {self.max_preemptions}")
 

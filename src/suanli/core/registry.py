@@ -64,6 +64,7 @@ BUILTIN = (
     "suanli.core.backfill",
     "suanli.core.conservative",
     "suanli.core.eviction",
+    "suanli.core.defrag",
     "suanli.core.eviction_order",
     "suanli.core.autoscalers.fixed",
     "suanli.core.autoscalers.reactive",

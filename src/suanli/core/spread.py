@@ -44,14 +44,19 @@ def _need(kk: np.ndarray, sel: np.ndarray, count: int) -> int:
     return int(np.searchsorted(np.cumsum(kk[sel]), count) + 1)
 
 
+def _candidates(k: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The nodes that fit a task, their task counts, and their order: most capacity first,
+    then policy score, then node index (lexsort: the last key is primary)."""
+    nodes = k.nonzero()[0]
+    kk = k[nodes]
+    return nodes, kk, np.lexsort((nodes, score, -kk))
+
+
 def compact(
     view: ClusterView, k: np.ndarray, count: int, score: np.ndarray
 ) -> list[tuple[int, int]]:
     """The fewest nodes, then one domain, then one rack (module docstring)."""
-    nodes = k.nonzero()[0]
-    kk = k[nodes]
-    # Most capacity first, then policy score, then node index (lexsort: last key is primary).
-    order = np.lexsort((nodes, score, -kk))
+    nodes, kk, order = _candidates(k, score)
     need_global = _need(kk, order, count)
 
     for groups in (view.node_domain[nodes], view.node_rack[nodes]):
@@ -71,9 +76,7 @@ def by_level(
     view: ClusterView, k: np.ndarray, count: int, score: np.ndarray
 ) -> list[tuple[int, int]]:
     """The lowest level that holds the gang, best fit among its groups (module docstring)."""
-    nodes = k.nonzero()[0]
-    kk = k[nodes]
-    order = np.lexsort((nodes, score, -kk))
+    nodes, kk, order = _candidates(k, score)
     for groups in (view.node_domain[nodes], view.node_rack[nodes]):
         totals = np.bincount(groups, weights=kk)
         fits = (totals >= count).nonzero()[0]
