@@ -59,18 +59,21 @@ def spread(xs: list[float]) -> str:
 
 
 def topology() -> None:
-    print("topology: JCT of placement/topology over best-fit's, both with the model on; "
-          "GPU-h lost to spread, the same ratio")  # fmt: skip
+    print("topology: JCT of placement/topology (alone, then with gangs waiting 300 s or 3600 s "
+          "for one domain or rack) over best-fit's, all with the model on; GPU-h lost to "
+          "spread, the same ratio")  # fmt: skip
     for name, (sc, seeds) in TOPOLOGY.items():
         t = time.perf_counter()
         rows = topology_bench(sc, seeds).rows
         for load in sc.loads:
             bf = [x for x in rows if x["load"] == load and x["model"] == "on"
                   and x["policy"] == "best-fit"]  # fmt: skip
-            tp = [x for x in rows if x["load"] == load and x["policy"] == "topology"]
-            jct = [b["jct_h"] / a["jct_h"] for a, b in zip(bf, tp, strict=True)]
-            lost = [b["spread_gpu_h"] / a["spread_gpu_h"] for a, b in zip(bf, tp, strict=True)]
-            print(f"  {name:28s} load {load:g}: JCT {spread(jct)}; lost {spread(lost)}")
+            for policy in ("topology", *(f"topology+wait {w:g}s" for w in sc.waits)):
+                tp = [x for x in rows if x["load"] == load and x["policy"] == policy]
+                jct = [b["jct_h"] / a["jct_h"] for a, b in zip(bf, tp, strict=True)]
+                lost = [b["spread_gpu_h"] / a["spread_gpu_h"] for a, b in zip(bf, tp, strict=True)]
+                print(f"  {name:28s} load {load:g} {policy:20s}: JCT {spread(jct)}; "
+                      f"lost {spread(lost)}")  # fmt: skip
         print(f"  {'':28s} {time.perf_counter() - t:.1f} s")
 
 

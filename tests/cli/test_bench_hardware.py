@@ -67,11 +67,12 @@ def test_topology_bench_rows_beside_the_model_off() -> None:
     (bench,) = json.loads(r.stdout)["benches"]
     assert "72x8xGB200[nvlink=72,rack=18]" in bench["title"]
     rows = bench["rows"]
+    runs = (("off", "best-fit"), ("on", "best-fit"), ("on", "topology"),
+            ("on", "topology+wait 300s"), ("on", "topology+wait 3600s"))  # fmt: skip
     assert [(x["load"], x["model"], x["policy"]) for x in rows] == [
-        (load, model, policy) for load in (0.6, 0.8)
-        for model, policy in (("off", "best-fit"), ("on", "best-fit"), ("on", "topology"))
+        (load, model, policy) for load in (0.6, 0.8) for model, policy in runs
     ]  # fmt: skip
-    for off, *on in (rows[:3], rows[3:]):
+    for off, *on in (rows[:5], rows[5:]):
         assert off["spread_gpu_h"] == 0 and off["gang_slowdown"] == 1 and off["jct_ratio"] == 1
         for x in on:
             assert 0 <= x["spread_gangs"] <= 1 and x["gang_slowdown"] >= 1

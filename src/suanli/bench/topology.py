@@ -56,6 +56,9 @@ class TopologyScenario:
     """Log-uniform range of the model's parameters."""
     tokens: tuple[float, float] = (4096.0, 65536.0)
     """Log-uniform range of tokens per GPU per step."""
+    waits: tuple[float, ...] = (300.0, 3600.0)
+    """``admission/locality``'s waits to run with ``placement/topology``: Slurm's
+    ``max_switch_wait`` default, and the scenario's median runtime."""
 
 
 def topology_workload(
@@ -91,13 +94,19 @@ def topology_workload(
 def topology_bench(
     scenario: TopologyScenario = TopologyScenario(), seeds: tuple[int, ...] = (0,)
 ) -> BenchResult:
-    """Per load and seed: the model off (best-fit), then on under best-fit and under
-    topology."""
+    """Per load and seed: the model off (best-fit), then on under best-fit, under topology,
+    and under topology with gangs waiting for one domain or rack (``admission/locality``)
+    for each of ``scenario.waits``."""
     t0 = time.perf_counter()
     cluster = load_cluster(scenario.cluster)
     basis = native_basis(cluster)
-    runs = (("off", "fifo+best-fit", False), ("on", "fifo+best-fit", True),
-            ("on", "fifo+topology", True))  # fmt: skip
+    runs: tuple[tuple[str, str, str, bool, dict[str, Any] | None], ...] = (
+        ("off", "best-fit", "fifo+best-fit", False, None),
+        ("on", "best-fit", "fifo+best-fit", True, None),
+        ("on", "topology", "fifo+topology", True, None),
+        *(("on", f"topology+wait {w:g}s", "fifo+topology", True,
+           {"locality": {"max_wait_s": w}}) for w in scenario.waits),
+    )  # fmt: skip
     rows: list[dict[str, Any]] = []
     for load, seed in ((ld, sd) for ld in scenario.loads for sd in seeds):
         jobs, comm = topology_workload(scenario, seed, load)
@@ -105,10 +114,10 @@ def topology_bench(
         model = TopologyModel(comm=comm)
         base_s = None
         base_jct = None
-        for name, policy, on in runs:
+        for name, label, policy, on, admission in runs:
             t = time.perf_counter()
             r = simulate(cluster, jobs, PolicySet.parse(policy), speed_basis=basis,
-                         topology=model if on else None)  # fmt: skip
+                         topology=model if on else None, admission=admission)  # fmt: skip
             wall = time.perf_counter() - t
             rec = r.records
             jct = rec.finish - rec.submit
@@ -118,7 +127,7 @@ def topology_bench(
             if base_s is None:
                 base_s, base_jct = wall, float(jct.mean())
             rows.append({
-                "load": load, "seed": seed, "model": name, "policy": PolicySet.parse(policy).placement,
+                "load": load, "seed": seed, "model": name, "policy": label,
                 "jct_h": float(jct.mean()) / 3600, "jct_ratio": float(jct.mean()) / base_jct,
                 "gang_jct_h": float(jct[gang].mean()) / 3600,
                 "gang_wait_h": float(wait[gang].mean()) / 3600,

@@ -61,6 +61,7 @@ BUILTIN = (
     "suanli.core.admission.quota",
     "suanli.core.admission.budget",
     "suanli.core.admission.user_limit",
+    "suanli.core.admission.locality",
     "suanli.core.backfill",
     "suanli.core.conservative",
     "suanli.core.eviction",

@@ -120,7 +120,7 @@ def test_the_quota_file_configures_it_and_names_the_fault() -> None:
         parse_tenancy(QUOTAS.replace("user-limit:", "user-limits:"))
     msg = str(e.value)
     assert "admission.user-limits: unknown admission policy 'user-limits'" in msg
-    assert "(known: budget, quota, user-limit)" in msg
+    assert "(known: budget, locality, quota, user-limit)" in msg
 
 
 def test_in_the_simulator_one_user_at_their_limit_never_holds_back_another() -> None:
