@@ -413,6 +413,13 @@ def test_10_a_job_larger_than_the_cluster_is_refused_at_submission(srv: Running)
     with srv.client(token) as c:
         big = c.post("/v1/jobs", json={"command": OK, "gpus": 4})
         assert refused(big, 422).startswith("refused: the job can never run on cluster")
+        # The refusal says what no node has enough of, not the whole request alone.
+        assert "(no node has enough: GPUs: 4 on one node" in refused(big, 422)
+        huge = c.post("/v1/jobs", json={"command": OK, "gpus": 1, "gpu_memory": "4T"})
+        assert "(no node has enough: GPU memory: 4194304 MiB a GPU, the largest GPU has" in (
+            refused(huge, 422)
+        )
+        assert "mCPU, the largest" not in refused(huge, 422)  # never blames the CPU
         assert c.get("/v1/jobs").json()["jobs"] == []
 
 

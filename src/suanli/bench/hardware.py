@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BenchResult", "ScriptedHealth", "failure_bench", "live_bench"]
+__all__ = ["BenchResult", "ScriptedHealth", "arrivals", "failure_bench", "live_bench"]
 
 REPAIR_S = 4 * 3600.0
 """The failure bench's repair time (no published figure: ``docs/failures.md``)."""
@@ -43,6 +43,26 @@ class BenchResult:
     rows: list[dict[str, Any]]
     wall_s: float
     notes: list[str] = field(default_factory=list)
+
+
+def arrivals(
+    rng: np.random.Generator,
+    n: int,
+    sizes: Sequence[int],
+    weights: Sequence[float],
+    median_runtime_s: float,
+    sigma: float,
+    load: float,
+    total_gpus: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` generated jobs' GPUs (drawn from ``sizes`` by ``weights``), log-normal runtimes
+    (capped at 48 h) and submit times spread evenly at random over the horizon that offers
+    ``load`` of ``total_gpus``: the generated benches' common shape (in this order of draws)."""
+    w = np.asarray(weights, dtype=float)
+    gpus = rng.choice(np.asarray(sizes), size=n, p=w / w.sum())
+    runtime = np.minimum(median_runtime_s * rng.lognormal(0.0, sigma, n), 48 * 3600.0)
+    horizon = float((gpus * runtime).sum()) / (load * total_gpus)
+    return gpus, runtime, np.sort(rng.uniform(0.0, horizon, n))
 
 
 # ------------------------------------------------------------------------------ failures

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from suanli.bench.hardware import BenchResult
+from suanli.bench.hardware import BenchResult, arrivals
 from suanli.config.cluster import load_cluster
 from suanli.core.model import Job, TaskRequest
 from suanli.core.pooling import MemoryPool
@@ -48,12 +48,8 @@ def pooling_workload(sc: PoolingScenario, seed: int) -> list[Job]:
     cluster = load_cluster(sc.cluster)
     (model,) = cluster.gpu_models
     rng = np.random.default_rng(seed)
-    w = np.asarray(sc.weights, dtype=float)
-    gpus = rng.choice(np.asarray(sc.gpus), size=sc.jobs, p=w / w.sum())
-    runtime = np.minimum(sc.median_runtime_s * rng.lognormal(0.0, sc.runtime_sigma, sc.jobs),
-                         48 * 3600.0)  # fmt: skip
-    horizon = float((gpus * runtime).sum()) / (sc.load * cluster.total_gpus)
-    submit = np.sort(rng.uniform(0.0, horizon, sc.jobs))
+    gpus, runtime, submit = arrivals(rng, sc.jobs, sc.gpus, sc.weights, sc.median_runtime_s,
+                                     sc.runtime_sigma, sc.load, cluster.total_gpus)  # fmt: skip
     big = rng.random(sc.jobs) < sc.big_share
     # (1, 2] and (0.25, 1] of the GPU's memory: 1 - U[0, 1) is in (0, 1].
     share = np.where(big, 2.0 - rng.random(sc.jobs), 1.0 - 0.75 * rng.random(sc.jobs))

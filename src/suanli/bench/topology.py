@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from suanli.bench.hardware import BenchResult
+from suanli.bench.hardware import BenchResult, arrivals
 from suanli.config.cluster import load_cluster
 from suanli.core.model import Job, TaskRequest
 from suanli.core.speed import native_basis
@@ -67,12 +67,8 @@ def topology_workload(
     """The scenario's jobs at ``load`` and each job's step, for ``seed``."""
     cluster = load_cluster(sc.cluster)
     rng = np.random.default_rng(seed)
-    w = np.asarray(sc.weights, dtype=float)
-    gpus = rng.choice(np.asarray(sc.gpus), size=sc.jobs, p=w / w.sum())
-    runtime = np.minimum(sc.median_runtime_s * rng.lognormal(0.0, sc.runtime_sigma, sc.jobs),
-                         48 * 3600.0)  # fmt: skip
-    horizon = float((gpus * runtime).sum()) / (load * cluster.total_gpus)
-    submit = np.sort(rng.uniform(0.0, horizon, sc.jobs))
+    gpus, runtime, submit = arrivals(rng, sc.jobs, sc.gpus, sc.weights, sc.median_runtime_s,
+                                     sc.runtime_sigma, load, cluster.total_gpus)  # fmt: skip
     lo, hi = np.log(sc.params)
     params = np.exp(rng.uniform(lo, hi, sc.jobs))
     lo, hi = np.log(sc.tokens)
