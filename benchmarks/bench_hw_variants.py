@@ -1,11 +1,11 @@
-"""The topology, memory-pooling and defragmentation benches of ``suanli bench hardware`` on
-variants of their scenarios: other seeds, other mixes, other clusters, other loads and budgets.
-Each line gives, over the variant's seeds, the spread (min-max, mean) of the model-aware run
-against its baseline in the same run: ``placement/topology`` against best-fit with the
-topology model on; pooling against pooling off; ``preemption/defrag`` against
-checkpoint-aware.
+"""The topology, memory-pooling, DLRM and defragmentation benches of ``suanli bench
+hardware`` on variants of their scenarios: other seeds, other mixes, other clusters, other
+loads and budgets. Each line gives, over the variant's seeds, the spread (min-max, mean) of
+the model-aware run against its baseline in the same run: ``placement/topology`` against
+best-fit with the topology model on; pooling against pooling off; disaggregated serving
+against co-located; ``preemption/defrag`` against checkpoint-aware.
 
-    PYTHONPATH=src python benchmarks/bench_hw_variants.py [--only topology|pooling|defrag]
+    PYTHONPATH=src python benchmarks/bench_hw_variants.py [--only topology|pooling|dlrm|defrag]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 
 from suanli.bench.defrag import CHECKPOINT_S, pair
+from suanli.bench.dlrm import DlrmScenario, rows_for, trace_path
 from suanli.bench.pooling import PoolingScenario, pooling_bench
 from suanli.bench.topology import TopologyScenario, topology_bench
 
@@ -42,6 +43,28 @@ POOLING = {
     ),  # fmt: skip
 }
 
+D = DlrmScenario()
+DAY = 86400.0
+DLRM = {  # name: (scenario, seeds: the draw of services where only a share is replayed)
+    "60% of the services": (replace(D, apps_share=0.6), (0, 1, 2)),
+    "30% of the services": (replace(D, apps_share=0.3), (0, 1, 2)),
+    "days 0-15": (replace(D, window=(0.0, 15 * DAY)), (0,)),
+    "days 15-31": (replace(D, window=(15 * DAY, 31 * DAY)), (0,)),
+    "first-fit": (replace(D, placement="first-fit"), (0,)),
+    "dot-product": (replace(D, placement="dot-product"), (0,)),
+    "no density limits": (replace(D, density=False), (0,)),
+    "8 NICs a CPU node": (replace(D, cpu_node=replace(D.cpu_node, nics=8)), (0,)),
+    # openb's 8-GPU G3 servers and its largest CPU nodes (Alibaba 2023): the 192-core CN
+    # instances fit neither and are refused in both modes.
+    "openb G3 + 104-core CPU nodes": (
+        replace(
+            D,
+            gpu_node=replace(D.gpu_node, cpu=128, memory_gib=768),
+            cpu_node=replace(D.cpu_node, cpu=104, memory_gib=768),
+        ),
+        (0,),
+    ),  # fmt: skip
+}
 
 DEFRAG = {  # name: (scenario, load, moves an hour, seeds)
     "load 0.85, 6 an hour, seeds 3-7": (T, 0.85, 6.0, (3, 4, 5, 6, 7)),
@@ -94,6 +117,29 @@ def pooling() -> None:
         print(f"  {'':16s} {time.perf_counter() - t:.1f} s")
 
 
+def dlrm() -> None:
+    from suanli.traces.dlrm import load_dlrm_instances
+
+    print("dlrm: disaggregated over co-located serving: GPUs the fleet needed; GPU allocation "
+          "and stranded GPUs of each; the disaggregated CPU nodes over their bound")  # fmt: skip
+    trace = load_dlrm_instances(trace_path())
+    for name, (sc, seeds) in DLRM.items():
+        t = time.perf_counter()
+        gpus, alloc_co, alloc_dis, strand_co, strand_dis, cpu = [], [], [], [], [], []
+        for seed in seeds:
+            co, dis = rows_for(trace, sc, seed)
+            cpu.append(dis["cpu_nodes"] / dis["cpu_nodes_bound"])
+            gpus.append(dis["gpus"] / co["gpus"])
+            alloc_co.append(co["gpu_alloc"])
+            alloc_dis.append(dis["gpu_alloc"])
+            strand_co.append(co["stranded_gpus"])
+            strand_dis.append(dis["stranded_gpus"])
+        print(f"  {name:30s}: GPUs {spread(gpus)}; GPU allocation {spread(alloc_co)} -> "
+              f"{spread(alloc_dis)}; stranded {spread(strand_co)} -> {spread(strand_dis)}; "
+              f"CPU nodes / bound {spread(cpu)} "
+              f"(refused {co['refused']:,}; {time.perf_counter() - t:.1f} s)")  # fmt: skip
+
+
 def defrag() -> None:
     import numpy as np
 
@@ -123,12 +169,14 @@ def defrag() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=("topology", "pooling", "defrag"))
+    ap.add_argument("--only", choices=("topology", "pooling", "dlrm", "defrag"))
     args = ap.parse_args()
     if args.only in (None, "topology"):
         topology()
     if args.only in (None, "pooling"):
         pooling()
+    if args.only in (None, "dlrm"):
+        dlrm()
     if args.only in (None, "defrag"):
         defrag()
 

@@ -16,13 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from suanli.bench.defrag import defrag_bench
+from suanli.bench.dlrm import dlrm_bench
 from suanli.bench.hardware import BenchResult, failure_bench, live_bench
 from suanli.bench.pooling import pooling_bench
 from suanli.bench.topology import topology_bench
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.options import TraceDirOption
 
-BENCHES = ("topology", "pooling", "failures", "defrag", "live")
+BENCHES = ("topology", "pooling", "dlrm", "failures", "defrag", "live")
 BUDGET_S = 60.0
 """Each bench's time budget on a 2-core machine (flagged when over)."""
 
@@ -38,7 +39,10 @@ def table(r: BenchResult) -> Table:
     cols = list(r.rows[0])
     for c in cols:
         t.add_column(
-            c, justify="left" if c in ("run", "model", "policy", "pooling", "workload") else "right"
+            c,
+            justify="left"
+            if c in ("run", "model", "policy", "pooling", "workload", "mode", "variant")
+            else "right",
         )
     for row in r.rows:
         t.add_row(*(_cell(row[c]) for c in cols))
@@ -76,9 +80,9 @@ def hardware_command(
     trace_dir: TraceDirOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
-    """The hardware models (topology, memory pooling, failures and defragmentation in the
-    simulator; live GPU health and node holds), each beside the same run with the model off,
-    with each bench's wall time."""
+    """The hardware models (topology, memory pooling, disaggregated GPUs on the DLRM trace,
+    failures and defragmentation in the simulator; live GPU health and node holds), each
+    beside the same run with the model off, with each bench's wall time."""
     from suanli.cli.bench import _split, parse_seeds
 
     with user_errors():
@@ -98,6 +102,11 @@ def hardware_command(
             results.append(topology_bench(seeds=tuple(seed_list or (0, 1, 2))))
         if "pooling" in chosen:
             results.append(pooling_bench(seeds=tuple(seed_list or (0, 1, 2))))
+        if "dlrm" in chosen:
+            try:
+                results.append(dlrm_bench(trace_dir))
+            except FileNotFoundError as e:
+                skipped["dlrm"] = f"the DLRM trace not found ({e})"
         if "failures" in chosen:
             try:
                 results.append(failure_bench(trace, time_scale, seed_list or (0,),
