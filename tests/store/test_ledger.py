@@ -40,10 +40,12 @@ from suanli.store import (
     journal,
     open_store,
     post_charges,
+    post_settlements,
     read_usage,
     reconcile,
     record_usage,
     reverse,
+    settlement_key,
     totals,
     upgrade,
 )
@@ -180,7 +182,7 @@ def test_migrations_create_the_schema(store_url: str) -> None:
     try:
         names = set(sa.inspect(store.engine).get_table_names())
         assert {"usage_records", "usage_gpus", "ledger_entries"} <= names
-        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0008"
+        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0009"
         with store.engine.connect() as conn:
             ctx = MigrationContext.configure(
                 conn, opts={"compare_type": True, "version_table": store_db.VERSION_TABLE}
@@ -223,7 +225,7 @@ def test_a_schema_newer_than_the_code_is_refused(store_url: str) -> None:
 
 
 def test_without_migrate_an_unmigrated_database_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0008'"):
+    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0009'"):
         open_store(tmp_path / "empty.db", migrate=False)
 
 
@@ -646,3 +648,56 @@ def test_reconcile_fix_needs_now_and_conflicting_expectations_are_refused(store:
     with pytest.raises(ValueError, match="repeat key"):
         reconcile(store, [charge(0), charge(0, amount=Decimal(2))])
     assert reconcile(store, [charge(0), charge(0)]).missing == (charge(0),)
+
+
+# --- settlements (migration 0009) ---------------------------------------------------------
+
+
+def test_a_settlement_credits_the_provider_and_nets_the_charge_to_zero(store: Store) -> None:
+    c = charge(0)
+    assert post_charges(store, [c], NOW, "b") == 1
+    assert post_settlements(store, [(c, "region/eu-west")], NOW, "s") == 1
+    assert post_settlements(store, [(c, "region/eu-west")], NOW, "s") == 0  # idempotent
+    (e,) = list(journal(store, kind="settlement"))
+    assert e.kind == "settlement" and e.charge_key == c.key and e.reverses is None
+    assert e.charge.key == settlement_key(c.key) and e.charge.org == "region/eu-west"
+    assert e.charge.amount == -c.amount and e.charge.raw == -c.raw
+    assert "credit to region/eu-west" in (e.reason or "")
+    by_kind = {t.group: t.amount for t in totals(store, by=("kind",))}
+    assert by_kind == {("charge",): c.amount, ("settlement",): -c.amount}
+    assert [t.amount for t in totals(store, by=(), kinds=("charge",))] == [c.amount]
+    assert sum(t.amount for t in totals(store, by=())) == 0
+    with pytest.raises(LedgerError, match="reversal|cannot be reversed"):
+        reverse(store, settlement_key(c.key), NOW, "no")
+
+
+def test_migration_0009_keeps_every_entry_and_refuses_to_go_down_over_settlements(
+    store_url: str,
+) -> None:
+    engine = store_db.create_store_engine(store_url)
+    try:
+        cfg = store_db.alembic_config(engine)
+        command.upgrade(cfg, "0008")
+        with engine.begin() as conn:
+            post_charges(conn, [charge(0), charge(1)], NOW, "b")
+            reverse(conn, charge(0).key, NOW, "wrong")
+        def rows() -> list[tuple[str, str, Decimal]]:
+            with engine.connect() as conn:
+                return [(e.kind, e.charge.key, e.charge.amount) for e in journal(conn)]
+
+        before = rows()
+        assert store_db.upgrade(engine) == "0009"
+        assert rows() == before
+        with engine.begin() as conn:
+            # Still append-only, still one reversal per entry, and settlements are taken.
+            with pytest.raises(sa.exc.DBAPIError):
+                conn.execute(sa.text("UPDATE ledger_entries SET amount_micro = 0"))
+        with engine.begin() as conn, pytest.raises(AlreadyReversedError):
+            reverse(conn, charge(0).key, NOW, "again")
+        with engine.begin() as conn:
+            assert post_settlements(conn, [(charge(1), "region/x")], NOW, "s") == 1
+        with pytest.raises(RuntimeError, match="settlement entries"):
+            command.downgrade(cfg, "0008")
+        assert store_db.current_revision(engine) == "0009"
+    finally:
+        engine.dispose()

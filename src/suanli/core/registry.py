@@ -4,7 +4,7 @@ Built-in plugins register themselves with ``@register("placement", "best-fit")``
 module is imported; ``BUILTIN`` names those modules, imported on the first look-up. Plugins
 from other packages register through Python entry points, one group per seam
 (``suanli.queue``, ``suanli.placement``, ``suanli.admission``, ``suanli.backfill``,
-``suanli.preemption``, ``suanli.runtime``, ``suanli.autoscaler``): the entry point's name is
+``suanli.preemption``, ``suanli.runtime``, ``suanli.autoscaler``, ``suanli.router``): the entry point's name is
 the plugin's name, its object the class (or factory). In a package's ``pyproject.toml``::
 
     [project.entry-points."suanli.placement"]
@@ -34,6 +34,7 @@ SEAMS: dict[str, str] = {
     "preemption": "which running jobs to evict for one that cannot start (seams.Preemptor)",
     "runtime": "how long a job is expected to run (seams.RuntimeEstimator)",
     "autoscaler": "how many replicas an online service runs (serving.autoscaler.Autoscaler)",
+    "router": "which member of a federation a job goes to (routing.Router)",
 }
 """Every seam, and what its plugins decide."""
 
@@ -70,6 +71,10 @@ BUILTIN = (
     "suanli.core.autoscalers.fixed",
     "suanli.core.autoscalers.reactive",
     "suanli.core.autoscalers.predictive",
+    "suanli.core.routers.first_admit",
+    "suanli.core.routers.least_loaded",
+    "suanli.core.routers.cheapest",
+    "suanli.core.routers.scored",
 )
 """The modules of the built-in plugins (imported by name: a module registers itself)."""
 

@@ -19,6 +19,9 @@ seam           contract             what it decides
 ``autoscaler`` ``Autoscaler``       how many replicas an online service runs (its contract is in
                                     ``suanli.core.serving.autoscaler``: it sizes services, not
                                     jobs, and sees no ``Handle``)
+``router``     ``Router``           which member of a federation a job goes to (its contract is
+                                    in ``suanli.core.routing``: it reads plain candidates, not a
+                                    scheduler)
 =============  ===================  ==============================================================
 
 A plugin sees the scheduler only through a ``Handle``: the time, the view, the pending lanes,

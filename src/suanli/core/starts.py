@@ -512,6 +512,36 @@ class StartEstimator:
                 out[j.id] = shown[j.id] = Estimate(p50, p90, at)
         return out
 
+    def what_if(
+        self,
+        now: float,
+        running: Callable[[], Iterable[RunningRow]],
+        pending: Callable[[], Sequence[Job]],
+        job: Job,
+    ) -> tuple[Estimate, float]:
+        """When ``job``, not queued here, would start if it were submitted now (placed after
+        the jobs the plan holds, as ``estimate`` places a new arrival), and its expected
+        runtime, without keeping it in the plan: what a member tells a router that asks
+        where to send it. The plan is made again on the same terms as ``estimate``'s."""
+        self._pool(job.task)  # a pool never planned makes the plan due
+        self.estimate(now, running, pending, ())
+        row = self._rows([job])
+        edges = self._edges
+        first = max(int(np.searchsorted(edges, now, side="right")) - 1, 0)
+        dur = np.ascontiguousarray(self._runtimes(row, np.zeros(1))[0])
+        out = np.zeros(1, np.float64)
+        _plan(self._cap, self._overlap, edges, first, now, row[:, 0].astype(np.int64),
+              row[:, 1].astype(np.int64), dur, self._plans[0].copy(), out)  # fmt: skip
+        start = float(out[0])
+        wait = start - now
+        waits = self.waits
+        lo, hi = (waits.quantile(0.5), waits.quantile(PLAN_Q)) if waits.ready else (1.0, 1.0)
+        if wait >= MIN_WAIT_S and math.isfinite(wait):
+            est = Estimate(now + wait * lo, now + wait * max(hi, lo), now)
+        else:
+            est = Estimate(start, start, now)
+        return est, float(dur[0])
+
     def started(self, job_id: str, at: float) -> None:
         """``job_id`` started at ``at``: the waits' calibration learns how its real wait
         compared with the first it was planned to have."""

@@ -194,13 +194,14 @@ def simulate(
 __all__ = [
     "ImpossibleJobError",
     "PolicySet",
+    "Replay",
     "check_admissible",
     "check_feasible",
     "simulate",
 ]
 
 
-class _Replay:
+class Replay:
     """The simulator's applier (``suanli.core.decisions.Applier``): an ``Admit`` starts the
     job and schedules its finish, a ``Preempt`` stops it, keeps the work its checkpoints
     saved (``Preempt.kept_s``), counts what it lost (``Preempt.lost_gpu_s``) and requeues it,
@@ -258,6 +259,24 @@ class _Replay:
         self.spread_gpu_s = [0.0] * n  # GPU-seconds run slower than on the best placement
         self.seq = 0
         self.busy_milli = 0.0
+
+    def add(self, job: Job) -> int:
+        """Take ``job`` in after the replay began (a federation routes jobs to a member as
+        they come): its index."""
+        if job.id in self.index:
+            raise SpecError(f"job {job.id} is in the replay already")
+        i = self.index[job.id] = len(self.jobs)
+        self.jobs.append(job)
+        self.util.append(job.gpu_util)
+        self.remaining.append(job.runtime)
+        for arr, v in ((self.start, math.nan), (self.finish, math.nan), (self.placed_tasks, 0),
+                       (self.held_milli, 0), (self.used_nodes, 0), (self.attempt_start, 0.0),
+                       (self.attempt_rate, 1.0), (self.preempted, 0), (self.lost_gpu_s, 0.0),
+                       (self.interrupted, 0), (self.attempt_extra, 0.0), (self.held_s, 0.0),
+                       (self.startup_paid, 0.0), (self.startup_saved, 0.0), (self.slow, 1.0),
+                       (self.spread_gpu_s, 0.0)):  # fmt: skip
+            arr.append(v)  # type: ignore[attr-defined]
+        return i
 
     def finished(self, i: int, t: float) -> None:
         """Job ``i``'s attempt ended at ``t`` (its finish event)."""
@@ -381,7 +400,7 @@ class _Replay:
         self.jobs[i] = d.job  # it runs (and is reported) in its new class
 
 
-def _hardware(clock: FailureClock, rep: _Replay, view: ClusterView, t: float) -> None:
+def _hardware(clock: FailureClock, rep: Replay, view: ClusterView, t: float) -> None:
     """The failure clock's next event, at ``t``: a failure found (its attempts interrupted,
     its nodes out of service) or a repair (its nodes back)."""
     what = clock.pop()
@@ -433,7 +452,7 @@ def _run(
     # The replay's own list: demotions change it.
     jobs = list(jobs) if budgets is not None or not isinstance(jobs, list) else jobs
     notes = Explainer(explain)
-    rep = _Replay(
+    rep = Replay(
         sched,
         cluster,
         jobs,

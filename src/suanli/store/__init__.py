@@ -14,9 +14,11 @@ from suanli.store.ledger import (
     gpu_time_by_model,
     journal,
     post_charges,
+    post_settlements,
     read_usage,
     record_usage,
     reverse,
+    settlement_key,
     totals,
 )
 from suanli.store.reconcile import CurrencyTotals, Difference, ReconcileReport, reconcile
@@ -39,11 +41,13 @@ __all__ = [
     "journal",
     "open_store",
     "post_charges",
+    "post_settlements",
     "read_usage",
     "reconcile",
     "record_usage",
     "reverse",
     "reversal_key",
+    "settlement_key",
     "totals",
     "upgrade",
 ]

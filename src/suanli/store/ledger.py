@@ -38,6 +38,7 @@ from suanli.store.rows import (
     CHUNK_ROWS,
     ENTRY_COLUMNS,
     REVERSAL,
+    SETTLEMENT,
     LedgerEntry,
     bind_value,
     chunks,
@@ -236,6 +237,47 @@ def post_charges(target: Target, charges: Iterable[Charge], now: datetime, batch
         return insert_entries(conn, rows, bound=("recorded_at", "waste"))
 
 
+def settlement_key(key: str) -> str:
+    """The key of the settlement of charge ``key`` (one a charge)."""
+    return f"{key}!settlement"
+
+
+def post_settlements(
+    target: Target,
+    settled: Iterable[tuple[Charge, str]],
+    now: datetime,
+    batch: str,
+) -> int:
+    """Credit, for each (charge, provider) of ``settled``, the provider's account with the
+    charge: a ``settlement`` entry with the charge's attributes under ``org`` = ``provider``,
+    its quantity, raw quantity and amount negated (so the two net to zero: what the user
+    pays, the provider is paid), netting into the charge's key. A settlement whose key is in
+    the ledger already is skipped. Returns how many were new."""
+    recorded_at = utc(now)
+    with writing(target) as conn:
+        at = bind_value(conn, ledger_entries, "recorded_at", recorded_at)
+        flags = (
+            bind_value(conn, ledger_entries, "waste", False),
+            bind_value(conn, ledger_entries, "waste", True),
+        )
+        rows = (
+            entry_values(
+                c._replace(org=provider),
+                key=settlement_key(c.key),
+                kind=SETTLEMENT,
+                charge_key=c.key,
+                reverses=None,
+                reason=f"credit to {provider} for the use by {c.org}",
+                recorded_at=at,
+                batch=batch,
+                sign=-1,
+                flags=flags,
+            )
+            for c, provider in settled
+        )
+        return insert_entries(conn, rows, bound=("recorded_at", "waste"))
+
+
 def reverse(
     target: Target, key: str, now: datetime, reason: str, *, batch: str = "reversal"
 ) -> LedgerEntry:
@@ -293,8 +335,10 @@ def _entry_filters(
 ) -> list[sa.ColumnElement[bool]]:
     where = _time_range(ledger_entries.c.start_ms, since_ms, until_ms)
     if kind is not None:
-        if kind not in (CHARGE, REVERSAL):
-            raise ValueError(f"kind must be {CHARGE!r} or {REVERSAL!r}, got {kind!r}")
+        if kind not in (CHARGE, REVERSAL, SETTLEMENT):
+            raise ValueError(
+                f"kind must be {CHARGE!r}, {REVERSAL!r} or {SETTLEMENT!r}, got {kind!r}"
+            )
         where.append(ledger_entries.c.kind == kind)
     if batch is not None:
         where.append(ledger_entries.c.batch == batch)
@@ -349,6 +393,7 @@ _COLUMNS = {
         "book_version",
         "batch",
         "job_id",
+        "kind",
     )
 }
 _ORG_DEPTH = {"department": 1, "project": 2, "user": None, "org": None}
@@ -371,10 +416,12 @@ def totals(
     *,
     since_ms: int | None = None,
     until_ms: int | None = None,
+    kinds: Sequence[str] | None = None,
 ) -> list[Total]:
-    """Net totals (charges plus reversals) of the entries whose charge starts in
-    ``[since_ms, until_ms)``, grouped by ``by`` (see ``DIMENSIONS``) and currency, sorted by
-    group then currency. ``by=()`` gives one total per currency. Amounts are exact.
+    """Net totals (charges plus reversals, and settlements) of the entries whose charge
+    starts in ``[since_ms, until_ms)``, grouped by ``by`` (see ``DIMENSIONS``) and currency,
+    sorted by group then currency; ``kinds``: only entries of these kinds. ``by=()`` gives
+    one total per currency. Amounts are exact.
     """
     unknown = [d for d in by if d not in DIMENSIONS]
     if unknown:
@@ -400,6 +447,7 @@ def totals(
             sa.func.count(),
         )
         .where(*_time_range(ledger_entries.c.start_ms, since_ms, until_ms))
+        .where(*([ledger_entries.c.kind.in_(list(kinds))] if kinds is not None else []))
         .group_by(*keys)
     )
     acc: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])

@@ -24,6 +24,7 @@ from suanli.store.schema import ledger_entries
 
 CHARGE = "charge"
 REVERSAL = "reversal"
+SETTLEMENT = "settlement"
 
 MICRO = 6
 """Money is stored as ``amount × 10**MICRO`` (``charges.MONEY_QUANTUM``)."""
@@ -47,7 +48,8 @@ class LedgerEntry:
 
     charge: Charge
     kind: str
-    """``charge`` or ``reversal``."""
+    """``charge``, ``reversal`` or ``settlement`` (a credit to the region that provided a
+    cross-region use: the charge's figures negated, under the provider's account)."""
     charge_key: str
     """The charge key the entry nets into (see ``schema.ledger_entries``)."""
     reverses: str | None

@@ -34,7 +34,7 @@ metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 # ``INTEGER PRIMARY KEY`` (an alias of its 64-bit rowid), hence the variant.
 RowId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-ENTRY_KINDS = ("charge", "reversal")
+ENTRY_KINDS = ("charge", "reversal", "settlement")
 
 usage_records = sa.Table(
     "usage_records",
@@ -112,9 +112,12 @@ ledger_entries = sa.Table(
     sa.Column("waste", sa.Boolean, nullable=False),
     sa.UniqueConstraint("key"),
     sa.UniqueConstraint("reverses"),
-    sa.CheckConstraint("kind IN ('charge', 'reversal')", name="kind"),
+    # A settlement (migration 0009) credits the region that provided a cross-region use;
+    # like a charge, it reverses nothing.
+    sa.CheckConstraint("kind IN ('charge', 'reversal', 'settlement')", name="kind"),
     sa.CheckConstraint(
-        "(kind = 'charge' AND reverses IS NULL) OR (kind = 'reversal' AND reverses IS NOT NULL)",
+        "(kind IN ('charge', 'settlement') AND reverses IS NULL) "
+        "OR (kind = 'reversal' AND reverses IS NOT NULL)",
         name="reversal_has_target",
     ),
     sa.Index(None, "start_ms"),

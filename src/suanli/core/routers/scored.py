@@ -1,0 +1,45 @@
+"""router/suanli: the member where the job's predicted completion and cost weigh least."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from suanli.core.registry import register
+from suanli.core.routing import Candidate, Route, RouteRequest, Score, decide, eligible
+
+
+@register("router", "suanli")
+class Scored:
+    """Each eligible member scores what the job would cost there, its compute for the
+    predicted runtime and its data's move (egress and the link's time), plus the price of
+    the time until it would finish there (its predicted wait, the data's arrival included,
+    and its predicted runtime on that member's GPUs), each hour at ``time_weight`` times the
+    job's cheapest on-demand hour among the eligible members: an hour of delay is worth an
+    hour of the job's compute. The lowest score wins; its explanation names each part."""
+
+    name = "suanli"
+    uses_start = True
+
+    def __init__(self, time_weight: float = 1.0) -> None:
+        if not time_weight >= 0:
+            raise ValueError(f"router/suanli: time_weight must be >= 0, got {time_weight}")
+        self.time_weight = time_weight
+
+    def route(self, job: RouteRequest, candidates: Sequence[Candidate]) -> Route:
+        ok = eligible(candidates)
+        if not ok:
+            return decide(self.name, candidates, [], "")
+        value = self.time_weight * min(c.list_price_hour for c in ok)
+        scores = []
+        for c in ok:
+            time_cost = value * c.finish_s / 3600.0
+            scores.append(Score(c.member, c.cost + time_cost, (
+                ("wait h", c.start_s / 3600.0), ("move h", c.move_s / 3600.0),
+                ("run h", c.run_s / 3600.0), ("compute $", c.compute_cost),
+                ("move $", c.move_cost), ("time $", time_cost),
+            )))  # fmt: skip
+        best = min(scores, key=lambda s: s.total)
+        win = next(c for c in ok if c.member == best.member)
+        why = (f"finishes in {win.finish_s / 3600:.2f} h for ${win.cost:,.2f} "
+               f"(an hour weighs ${value:,.2f})")  # fmt: skip
+        return decide(self.name, candidates, scores, why)
