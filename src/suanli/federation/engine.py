@@ -204,7 +204,16 @@ class _Run:
         self.uses_start = bool(getattr(self.rt, "uses_start", False))
         self.reroute = reroute
         self.split = split
-        self.members = [Member(r, seed + k, fed.outages) for k, r in enumerate(fed.regions)]
+        # One runtime predictor for the federation: a job runs as long wherever it runs (at
+        # the GPUs' speed), so every member's plans and the router read the same figures,
+        # learned from every job that ended anywhere.
+        self.runtime = create("runtime", "history")
+        shared = None
+        self.members = []
+        for k, r in enumerate(fed.regions):
+            m = Member(r, seed + k, fed.outages, self.runtime, shared)
+            shared = m.starts.calibration
+            self.members.append(m)
         self.by_name = {m.name: m for m in self.members}
         self.data = _Data(fed)
         self.outcomes = [JobOutcome(fj) for fj in jobs]
@@ -339,6 +348,11 @@ class _Run:
         else:
             o.route = r
         if r.member is None:
+            back = [m.back_at(now) for m in self.members
+                    if any(c.member == m.name and c.excluded == "down" for c in cands)]
+            if back and not skip:
+                # A member that may take it is down: the job waits for it at the federation.
+                self.push(min(back), ARRIVE, k)
             return
         win = next(c for c in cands if c.member == r.member)
         if self.split and fj.divisible and job.tasks >= 2 and not skip and self.halves(k, win, now):
@@ -421,7 +435,8 @@ class _Run:
                 area[m.name] += m.view.allocated_milli * (t - last)
             last = t
             for m in members:
-                m.finish(t)
+                for job in m.finish(t):
+                    self.runtime.learn(job, job.runtime, t)
             if t == next_price:
                 for m in members:
                     self.spot[m.name].append((t, spot_multiplier(m.utilisation())))

@@ -21,7 +21,8 @@ import numpy as np
 from suanli.core.builder import ImpossibleJobError, PolicySet, Setting, build, check_feasible
 from suanli.core.decisions import Admit, apply
 from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, Job, PriorityClass
-from suanli.core.starts import Estimate, RunningRow, for_runtime
+from suanli.core.seams import Predictor
+from suanli.core.starts import Estimate, RunningRow, StartEstimator, for_runtime
 from suanli.core.view import ClusterView
 from suanli.federation.model import Outage, Region
 from suanli.federation.units import units_per_gpu_hour
@@ -57,14 +58,29 @@ class Offer:
 class Member:
     """One region of the federation on the federation's clock (module docstring)."""
 
-    def __init__(self, region: Region, seed: int, outages: tuple[Outage, ...] = ()) -> None:
+    def __init__(
+        self,
+        region: Region,
+        seed: int,
+        outages: tuple[Outage, ...] = (),
+        runtime: Predictor | None = None,
+        calibration: object | None = None,
+    ) -> None:
+        """``runtime``: a predictor the federation shares (it learns each job's end once,
+        wherever the job ran), with the ``calibration`` of predicted to real runtimes the
+        members' start-time plans share; without them the member plans with its own."""
         self.region = region
         self.name = region.name
         self.view = view = ClusterView(region.cluster)
         self.sched = build(view, PolicySet.parse(region.policy),
                            Setting(priority_classes=PRIORITY_CLASSES))  # fmt: skip
         self.rep = Replay(self.sched, region.cluster, [], view, Explainer(()), 0.0)
-        self.starts, self.teach = for_runtime(view, self.sched.runtime)
+        if runtime is None:
+            self.starts, self.teach = for_runtime(view, self.sched.runtime)
+        else:
+            self.starts, self.teach = StartEstimator(view, runtime), None
+            if calibration is not None:
+                self.starts.calibration = calibration  # type: ignore[assignment]
         self.rng = np.random.default_rng(seed)
         self.capacity_milli = view.total_gpus * MILLI
         self.queued_milli = 0
@@ -76,6 +92,10 @@ class Member:
     # ---------------------------------------------------------------- what a router reads
     def up(self, t: float) -> bool:
         return not any(s <= t < e for s, e in self.outages)
+
+    def back_at(self, t: float) -> float:
+        """When the member, down at ``t``, takes jobs again."""
+        return max((e for s, e in self.outages if s <= t < e), default=t)
 
     def never(self, job: Job) -> str:
         """Why no node of this member could ever hold ``job`` ("" if one could)."""
