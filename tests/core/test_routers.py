@@ -23,8 +23,8 @@ def cand(member: str, order: int, **kw: object) -> Candidate:
     return Candidate(member, order, **base)  # type: ignore[arg-type]
 
 
-def route(name: str, *cands: Candidate):  # type: ignore[no-untyped-def]
-    return create("router", name).route(JOB, cands)
+def route(name: str, *cands: Candidate, **options: object):  # type: ignore[no-untyped-def]
+    return create("router", name, **options).route(JOB, cands)
 
 
 def test_first_admit_takes_the_first_that_admits_now_else_the_first_eligible() -> None:
@@ -46,16 +46,21 @@ def test_suanli_weighs_finish_and_cost() -> None:
     # b starts 5 h sooner for $10 more: five hours are worth $50 at $10 an hour.
     a = cand("a", 0, start_s=6 * 3600.0, price_hour=10.0)
     b = cand("b", 1, start_s=3600.0, price_hour=20.0)
-    r = route("suanli", a, b)
+    r = route("suanli", a, b, time_weight=1.0)
     assert r.member == "b"
     (sb, sa) = r.scores
     assert sb.total == pytest.approx(20 + 10 * 2) and sa.total == pytest.approx(10 + 10 * 7)
     parts = dict(sb.parts)
     assert parts["wait h"] == 1 and parts["compute $"] == 20 and parts["time $"] == 20
     # With data to move to b for 5 h and $100, a wins.
-    r = route("suanli", a, replace(b, start_s=6 * 3600.0, move_s=5 * 3600.0, move_cost=100.0))
+    r = route("suanli", a, replace(b, start_s=6 * 3600.0, move_s=5 * 3600.0, move_cost=100.0),
+              time_weight=1.0)  # fmt: skip
     assert r.member == "a"
     assert "routed to a by suanli" in r.explain() and "b: score" in r.explain()
+    # Where an hour weighs a tenth of $10, a's $10 cheaper compute outweighs 5 h.
+    assert route("suanli", a, b, time_weight=0.1).member == "a"
+    with pytest.raises(ValueError, match="time_weight"):
+        create("router", "suanli", time_weight=-1)
 
 
 @pytest.mark.parametrize("name", ROUTERS)

@@ -370,3 +370,12 @@ def _register_hardware() -> None:
 
 
 _register_hardware()
+
+
+def _register_network() -> None:
+    from suanli.cli.bench_network import network_command
+
+    bench_app.command("network")(network_command)
+
+
+_register_network()

@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Candidate", "Route", "RouteRequest", "Router", "Score", "decide", "eligible"]
+__all__ = [
+    "Candidate", "Route", "RouteRequest", "Router", "Score", "decide", "eligible", "winner",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,10 @@ class Candidate:
     member: str
     order: int
     """The member's place in the federation's fixed order (ties go to the lowest)."""
+    model: str = ""
+    """The GPU model the job would be held to there ("": any the member gives it). A router
+    that picks a model too (``per_model``) is also given, for each member, one candidate per
+    GPU model that could start the job now."""
     excluded: str = ""
     """Why the member may not take the job ("" = it may)."""
     admits_now: bool = False
@@ -58,6 +64,11 @@ class Candidate:
     """Data to move there: GB, seconds on the link, and price (egress and transfer time)."""
     latency_ms: float = 0.0
     """Round trip from the job's users (online work)."""
+
+    @property
+    def key(self) -> str:
+        """``member``, or ``member/model`` for a candidate held to one GPU model."""
+        return f"{self.member}/{self.model}" if self.model else self.member
 
     @property
     def ok(self) -> bool:
@@ -89,8 +100,8 @@ class RouteRequest:
 
 @dataclass(frozen=True, slots=True)
 class Score:
-    """A candidate's score and the named parts it is made of. Candidates rank by ``key``
-    (by ``total`` where it is empty), lowest first."""
+    """A candidate's score and the named parts it is made of (``member``: the candidate's
+    ``key``). Candidates rank by ``key`` (by ``total`` where it is empty), lowest first."""
 
     member: str
     total: float
@@ -103,6 +114,7 @@ class Route:
     """A routing decision and its explanation."""
 
     member: str | None
+    """The winning candidate's ``key``: a member, or ``member/model``."""
     router: str
     why: str
     scores: tuple[Score, ...] = ()
@@ -143,6 +155,11 @@ def eligible(candidates: Sequence[Candidate]) -> list[Candidate]:
     return sorted((c for c in candidates if c.ok), key=lambda c: c.order)
 
 
+def winner(route: Route, candidates: Sequence[Candidate]) -> Candidate | None:
+    """The candidate ``route`` chose."""
+    return next((c for c in candidates if c.key == route.member), None)
+
+
 def decide(
     router: str,
     candidates: Sequence[Candidate],
@@ -151,9 +168,9 @@ def decide(
 ) -> Route:
     """The ``Route`` of ``scores`` (one per eligible candidate; lowest wins, ties to the
     member first in the federation's order) with ``why`` naming the winner's edge."""
-    order = {c.member: c.order for c in candidates}
+    order = {c.key: (c.order, k) for k, c in enumerate(candidates)}
     ranked = tuple(sorted(scores, key=lambda s: (*(s.key or (s.total,)), order[s.member])))
-    excluded = tuple((c.member, c.excluded) for c in sorted(candidates, key=lambda c: c.order)
+    excluded = tuple((c.key, c.excluded) for c in sorted(candidates, key=lambda c: c.order)
                      if c.excluded)  # fmt: skip
     if not ranked:
         reasons = "; ".join(f"{m}: {w}" for m, w in excluded) or "the federation has no member"

@@ -199,6 +199,32 @@ def _plan(cap, overlap, edges, first, now, pool, dem, dur, used, out):  # type: 
                     used[q, x] += d
 
 
+@njit(cache=True, nogil=True)
+def _probe(cap, edges, first, now, p, d, dur, used):  # type: ignore[no-untyped-def]
+    """Where ``_plan`` would place one job (pool ``p``, demand ``d``, duration ``dur``) on
+    ``used``, without charging it: its start."""
+    nb = used.shape[1]
+    if p < 0 or d <= 0:
+        return now
+    if d > cap[p]:
+        return np.inf
+    c = cap[p] - d
+    k = first
+    while True:
+        t0 = max(edges[k], now)
+        end = t0 + dur
+        i = k
+        ok = True
+        while i < nb and (i == k or edges[i] + 0.5 * (edges[i + 1] - edges[i]) < end):
+            if used[p, i] > c:
+                ok = False
+                break
+            i += 1
+        if ok:
+            return t0
+        k = i + 1
+
+
 class _Calibration:
     """How what happened compared with what was foreseen: the log of the ratio (a runtime to
     its predicted median; a wait to its planned wait) over the last ``window`` cases.
@@ -517,30 +543,39 @@ class StartEstimator:
         now: float,
         running: Callable[[], Iterable[RunningRow]],
         pending: Callable[[], Sequence[Job]],
-        job: Job,
-    ) -> tuple[Estimate, float]:
-        """When ``job``, not queued here, would start if it were submitted now (placed after
-        the jobs the plan holds, as ``estimate`` places a new arrival), and its expected
-        runtime, without keeping it in the plan: what a member tells a router that asks
-        where to send it. The plan is made again on the same terms as ``estimate``'s."""
-        self._pool(job.task)  # a pool never planned makes the plan due
+        jobs: Sequence[Job],
+    ) -> list[tuple[Estimate, float]]:
+        """When each of ``jobs``, not queued here, would start if it alone were submitted
+        now (placed after the jobs the plan holds, as ``estimate`` places a new arrival), and
+        its expected runtime, without keeping it in the plan: what a member tells a router
+        that asks where to send a job (each of ``jobs`` is one way of running it). The plan
+        is made again on the same terms as ``estimate``'s."""
+        for job in jobs:
+            self._pool(job.task)  # a pool never planned makes the plan due
         self.estimate(now, running, pending, ())
-        row = self._rows([job])
+        rows = self._rows(jobs)
         edges = self._edges
         first = max(int(np.searchsorted(edges, now, side="right")) - 1, 0)
-        dur = np.ascontiguousarray(self._runtimes(row, np.zeros(1))[0])
-        out = np.zeros(1, np.float64)
-        _plan(self._cap, self._overlap, edges, first, now, row[:, 0].astype(np.int64),
-              row[:, 1].astype(np.int64), dur, self._plans[0].copy(), out)  # fmt: skip
-        start = float(out[0])
-        wait = start - now
+        durs = self._runtimes(rows, np.zeros(len(jobs)))[0]
+        used = self._plans[0]
         waits = self.waits
         lo, hi = (waits.quantile(0.5), waits.quantile(PLAN_Q)) if waits.ready else (1.0, 1.0)
-        if wait >= MIN_WAIT_S and math.isfinite(wait):
-            est = Estimate(now + wait * lo, now + wait * max(hi, lo), now)
-        else:
-            est = Estimate(start, start, now)
-        return est, float(dur[0])
+        out = []
+        for r in range(len(jobs)):
+            start = float(_probe(self._cap, edges, first, now, int(rows[r, 0]), int(rows[r, 1]),
+                                 float(durs[r]), used))  # fmt: skip
+            wait = start - now
+            if wait >= MIN_WAIT_S and math.isfinite(wait):
+                est = Estimate(now + wait * lo, now + wait * max(hi, lo), now)
+            else:
+                est = Estimate(start, start, now)
+            out.append((est, float(durs[r])))
+        return out
+
+    def expected_runtime(self, job: Job) -> float:
+        """``job``'s expected runtime as a plan would take it (its predicted median, as the
+        ended jobs calibrate it), for a job that would start at once (nothing to plan)."""
+        return float(self._runtimes(self._rows([job]), np.zeros(1))[0][0])
 
     def started(self, job_id: str, at: float) -> None:
         """``job_id`` started at ``at``: the waits' calibration learns how its real wait

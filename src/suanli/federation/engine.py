@@ -36,16 +36,17 @@ half's).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from suanli.core.model import MILLI, Job
+from suanli.core.model import MILLI, Job, TaskRequest
 from suanli.core.registry import create
-from suanli.core.routing import Candidate, Route, RouteRequest
-from suanli.federation.member import RESERVED, Member
+from suanli.core.routing import Candidate, Route, RouteRequest, winner
+from suanli.federation.member import RESERVED, Member, Offer
 from suanli.federation.model import Federation, FedJob, Region
 from suanli.federation.prices import SPOT_PERIOD_S, spot_multiplier
 
@@ -159,6 +160,17 @@ class _Data:
         return ready, gb, egress, link, todo
 
 
+@functools.lru_cache(maxsize=4096)
+def _task_on(task: TaskRequest, model: str) -> TaskRequest:
+    """``task`` held to GPU model ``model`` (one object per pair: plans key on tasks)."""
+    return replace(task, gpu_models=frozenset({model}))
+
+
+def _on(job: Job, model: str) -> Job:
+    """``job`` held to GPU model ``model``."""
+    return replace(job, task=_task_on(job.task, model))
+
+
 def _residency(fed: Federation, fj: FedJob, r: Region) -> str:
     for name in fj.data:
         d = fed.datasets[name]
@@ -202,6 +214,7 @@ class _Run:
         self.router = router
         self.rt = create("router", router, **options)
         self.uses_start = bool(getattr(self.rt, "uses_start", False))
+        self.per_model = bool(getattr(self.rt, "per_model", False))
         self.reroute = reroute
         self.split = split
         # One runtime predictor for the federation: a job runs as long wherever it runs (at
@@ -264,25 +277,35 @@ class _Run:
             if why or of is None:
                 out.append(Candidate(m.name, order, excluded=why, latency_ms=lat))
                 continue
-            list_hour = gpus * of.price
-            hour = list_hour * self.spot[m.name][-1][1] if job.priority_class == "spot" else list_hour
-            if self.covered(job, m) is not None:
-                hour = 0.0
             wait = ready - now
-            start = p90 = wait
-            if self.uses_start:
-                est, expected = m.what_if(job, now)
-                run = expected / of.speed
-                start = max(est.p50 - now, wait) if est.known else math.inf
-                p90 = max(est.p90 - now, wait) if est.known else math.inf
-            else:
-                run = m.predict(job) / of.speed
-            out.append(Candidate(
-                m.name, order, admits_now=of.admits_now and wait <= 0, load=m.load(),
-                start_s=start, start_p90_s=p90, run_s=run, price_hour=hour,
-                list_price_hour=list_hour, unit_price=of.price / of.units, move_gb=gb,
-                move_s=wait, move_cost=move_cost, latency_ms=lat,
-            ))  # fmt: skip
+            ways: list[tuple[str, Job, Offer]] = [("", job, of)]
+            if self.per_model and wait <= 0 and of.admits_now:
+                # Each GPU model that could start it now: the job may be held to it.
+                for model in m.models(job):
+                    mo = m.offer(job, _task_on(job.task, model))
+                    if mo.admits_now:
+                        ways.append((model, _on(job, model), mo))
+            for model, way, wo in ways:
+                list_hour = gpus * wo.price
+                hour = (list_hour * self.spot[m.name][-1][1] if job.priority_class == "spot"
+                        else list_hour)  # fmt: skip
+                if self.covered(way, m) is not None:
+                    hour = 0.0
+                if not self.uses_start:
+                    run, start, p90 = m.predict(way) / wo.speed, wait, wait
+                elif wo.admits_now and wait <= 0:  # it starts now: nothing to plan
+                    run, start, p90 = m.predict(way) / wo.speed, 0.0, 0.0
+                else:
+                    est, _ = m.what_if(way, now)
+                    run = m.predict(way) / wo.speed
+                    start = max(est.p50 - now, wait) if est.known else math.inf
+                    p90 = max(est.p90 - now, wait) if est.known else math.inf
+                out.append(Candidate(
+                    m.name, order, model, admits_now=wo.admits_now and wait <= 0, load=m.load(),
+                    start_s=start, start_p90_s=p90, run_s=run, price_hour=hour,
+                    list_price_hour=list_hour, unit_price=wo.price / wo.units, move_gb=gb,
+                    move_s=wait, move_cost=move_cost, latency_ms=lat,
+                ))  # fmt: skip
         return out
 
     def covered(self, job: Job, m: Member) -> float | None:
@@ -354,11 +377,12 @@ class _Run:
                 # A member that may take it is down: the job waits for it at the federation.
                 self.push(min(back), ARRIVE, k)
             return
-        win = next(c for c in cands if c.member == r.member)
+        win = winner(r, cands)
+        assert win is not None
         if self.split and fj.divisible and job.tasks >= 2 and not skip and self.halves(k, win, now):
             return
-        m = self.by_name[r.member]
-        run = self.claim(job, m)
+        m = self.by_name[win.member]
+        run = self.claim(_on(job, win.model) if win.model else job, m)
         o.member, o.parts = m.name, [(m.name, run)]
         o.sent_at = now
         o.predicted_start = now + win.start_s
@@ -381,7 +405,7 @@ class _Run:
             ok = [c for c in self.candidates(fj, h, now) if c.ok and c.member not in taken]
             if not ok:
                 return False
-            best.append(min(ok, key=lambda c: (c.finish_s, c.cost)))
+            best.append(min(ok, key=lambda c: (c.finish_s, c.cost, c.order)))
         finish = max(c.finish_s for c in best)
         cost = sum(c.cost for c in best)
         if not (finish < (1 - SPLIT_GAIN) * whole.finish_s
@@ -394,7 +418,7 @@ class _Run:
         o.predicted_start = now + min(c.start_s for c in best)
         for h, c in zip(halves, best, strict=True):
             m = self.by_name[c.member]
-            run = self.claim(h, m)
+            run = self.claim(_on(h, c.model) if c.model else h, m)
             o.parts.append((m.name, run))
             self.send(k, run, m, now)
         return True

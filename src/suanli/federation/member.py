@@ -20,7 +20,7 @@ import numpy as np
 
 from suanli.core.builder import ImpossibleJobError, PolicySet, Setting, build, check_feasible
 from suanli.core.decisions import Admit, apply
-from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, Job, PriorityClass
+from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, Job, PriorityClass, TaskRequest
 from suanli.core.seams import Predictor
 from suanli.core.starts import Estimate, RunningRow, StartEstimator, for_runtime
 from suanli.core.view import ClusterView
@@ -110,8 +110,11 @@ class Member:
             self._never[key] = why
         return why
 
-    def offer(self, job: Job) -> Offer:
-        models = job.task.gpu_models
+    def offer(self, job: Job, task: TaskRequest | None = None) -> Offer:
+        """What this member tells a router of ``job`` (run as ``task`` if given: held to a
+        GPU model)."""
+        task = job.task if task is None else task
+        models = task.gpu_models
         figures = self._offers.get(models)
         if figures is None:
             view = self.view
@@ -128,8 +131,14 @@ class Member:
                 float((gpus * units).sum() / total), float(speeds.min()), float(prices.max()),
             ) if total else (1.0, 0.0, 1.0, 1.0, 0.0)  # fmt: skip
             self._offers[models] = figures
-        k = self.view.fit_counts(job.task, job.tasks)
+        k = self.view.fit_counts(task, job.tasks)
         return Offer(*figures, admits_now=int(k.sum()) >= job.min_tasks)
+
+    def models(self, job: Job) -> list[str]:
+        """The GPU models of this member the job may run on, by name."""
+        view = self.view
+        ok = view.model_ok(job.task.gpu_models) & (view.node_gpus > 0)
+        return sorted({view.models[i].name for i in view.node_model[ok].tolist() if i >= 0})
 
     def predict(self, job: Job) -> float:
         """The job's median runtime at reference speed, as the member's start-time
@@ -148,10 +157,14 @@ class Member:
         rep = self.rep
         return [(rep.jobs[i], rep.attempt_start[i], p) for i, p in rep.running.items()]
 
+    def expected(self, job: Job) -> float:
+        """``job``'s expected runtime at reference speed, as this member's plans take it."""
+        return self.starts.expected_runtime(job)
+
     def what_if(self, job: Job, t: float) -> tuple[Estimate, float]:
         """When ``job`` would start here if sent now, and its expected runtime at reference
         speed (``StartEstimator.what_if``)."""
-        return self.starts.what_if(t, self.running_rows, self.sched.pending_jobs, job)
+        return self.starts.what_if(t, self.running_rows, self.sched.pending_jobs, [job])[0]
 
     # ---------------------------------------------------------------- the clock
     def submit(self, job: Job, t: float) -> None:

@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from suanli.core.model import ClusterSpec, Job, NodeSpec, TaskRequest
-from suanli.federation.model import Dataset, FedJob, Federation, Network, Outage, Region
+from suanli.federation.model import Dataset, Federation, FedJob, Network, Outage, Region
 from suanli.federation.prices import EGRESS_USD_GB, Reservation, gpu_hour_prices
 from suanli.federation.units import units_per_gpu_hour
 from suanli.traces.catalogue import resolve_trace

@@ -3,10 +3,10 @@ cross-region use settled (``docs/network.md``, "The ledger").
 
 - **Compute.** Every attempt in every member becomes a usage record (``org`` the job's
   tenant, ``cluster`` the region) rated by the region's price book
-  (``region_book``): its GPU prices per model on demand, a version every ``SPOT_PERIOD_S``
-  whose class multipliers carry the spot price set then (``spot``) and nothing for use that
-  capacity bought ahead covers (``reserved``); CPU, memory and storage are in the GPU price
-  (the instances' price includes the host).
+  (``region_book``): its GPU prices per model on demand, and for spot use a version every
+  ``SPOT_PERIOD_S`` whose class multiplier carries the spot price set then (``spot``);
+  nothing for use that capacity bought ahead covers (``reserved``); CPU, memory and storage
+  are in the GPU price (the instances' price includes the host).
 - **Data.** Each move's egress is a ``network`` record rated by the source region's book
   (its egress price a GB); the link's time is a ``link`` charge, hours at the network's
   price an hour, provided by the source.
@@ -30,7 +30,6 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from suanli.federation.engine import FedResult
 from suanli.federation.member import RESERVED
 from suanli.federation.model import Federation, Region
-from suanli.federation.prices import SPOT_PERIOD_S
 from suanli.federation.units import units_per_gpu_hour
 from suanli.metering.charges import MONEY_QUANTUM, QUANTITY_QUANTUM, Charge, charge_key
 from suanli.metering.prices import PriceBook, price_book_from_dict
@@ -102,7 +101,11 @@ def bill(result: FedResult, fed: Federation, homes: Mapping[str, str],
     """The bill of ``result`` (module docstring); ``homes``: each org's home region."""
     epoch_ms = parse_epoch(epoch)
     out = Bill()
+    # Spot use is rated on a version per spot price set; the rest on one version (the same
+    # on-demand prices): a job's charge is cut only where its price could change.
     books = {m.name: region_book(m.region, result.spot[m.name], epoch_ms) for m in result.members}
+    flat = {m.name: region_book(m.region, result.spot[m.name][:1], epoch_ms)
+            for m in result.members}  # fmt: skip
 
     def ms(s: float) -> int:
         return epoch_ms + round(s * 1000)
@@ -122,14 +125,15 @@ def bill(result: FedResult, fed: Federation, homes: Mapping[str, str],
             ))  # fmt: skip
         records = list(usage_records(attempts))
         out.records.extend(records)
-        out.charges.extend(rate(records, books[m.name]))
+        out.charges.extend(rate([r for r in records if r.priority_class == "spot"], books[m.name]))
+        out.charges.extend(rate([r for r in records if r.priority_class != "spot"], flat[m.name]))
     for k, mv in enumerate(result.moves):
         job_id = f"{mv.job}/move/{mv.dataset}/{k}"
         rec = UsageRecord(f"{job_id}#0@{ms(mv.start)}", job_id, 0, ms(mv.start), ms(mv.arrive),
                           mv.org, "federation", "normal", mv.source, (), 0, 0, 0,
                           round(mv.gb * 1000))  # fmt: skip
         out.records.append(rec)
-        out.charges.extend(rate([rec], books[mv.source]))
+        out.charges.extend(rate([rec], flat[mv.source]))
         raw = ms(mv.arrive) - ms(mv.start)
         out.charges.append(_charge(job_id, mv.org, mv.source, "link", ms(mv.start), ms(mv.arrive),
                                    Decimal(raw) / MS_PER_HOUR, Decimal(_money(fed.network.hour_usd)),

@@ -19,7 +19,7 @@ class Cheapest:
 
     def route(self, job: RouteRequest, candidates: Sequence[Candidate]) -> Route:
         ok = eligible(candidates)
-        scores = [Score(c.member, c.price_hour, (("price/h", c.price_hour),
+        scores = [Score(c.key, c.price_hour, (("price/h", c.price_hour),
                                                  ("admits now", float(c.admits_now))),
                         key=(0.0 if c.admits_now else 1.0, c.price_hour))
                   for c in ok]  # fmt: skip

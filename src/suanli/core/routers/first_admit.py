@@ -19,11 +19,11 @@ class FirstAdmit:
 
     def route(self, job: RouteRequest, candidates: Sequence[Candidate]) -> Route:
         ok = eligible(candidates)
-        scores = [Score(c.member, float(c.order), (("order", float(c.order)),
+        scores = [Score(c.key, float(c.order), (("order", float(c.order)),
                                                    ("admits now", float(c.admits_now))),
                         key=(0.0 if c.admits_now else 1.0, float(c.order)))
                   for c in ok]  # fmt: skip
-        now = [c.member for c in ok if c.admits_now]
+        now = [c.key for c in ok if c.admits_now]
         why = (f"the first member in the fixed order that admits it now ({now[0]})" if now
                else "no member admits it now: it waits at the first eligible member in the "
                "fixed order")  # fmt: skip

@@ -17,5 +17,5 @@ class LeastLoaded:
     uses_start = False
 
     def route(self, job: RouteRequest, candidates: Sequence[Candidate]) -> Route:
-        scores = [Score(c.member, c.load, (("load", c.load),)) for c in eligible(candidates)]
+        scores = [Score(c.key, c.load, (("load", c.load),)) for c in eligible(candidates)]
         return decide(self.name, candidates, scores, "the least loaded eligible member")

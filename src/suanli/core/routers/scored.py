@@ -8,19 +8,27 @@ from suanli.core.registry import register
 from suanli.core.routing import Candidate, Route, RouteRequest, Score, decide, eligible
 
 
+TIME_WEIGHT = 0.3
+"""What an hour of a job's delay weighs, in hours of its cheapest on-demand compute: the
+middle of the three weights measured on seed 0 of the network bench's scenario (0.1, 0.3
+and 1.0 gave 0.903, 0.879 and 0.859 times the cheapest-member baseline's mean JCT at 1.000,
+1.011 and 1.016 times its cost; ``docs/network.md``), then run on seeds 1 and 2."""
+
+
 @register("router", "suanli")
 class Scored:
-    """Each eligible member scores what the job would cost there, its compute for the
+    """Each eligible member (and each GPU model of it that could start the job now) scores
+    what the job would cost there, its compute for the
     predicted runtime and its data's move (egress and the link's time), plus the price of
     the time until it would finish there (its predicted wait, the data's arrival included,
     and its predicted runtime on that member's GPUs), each hour at ``time_weight`` times the
-    job's cheapest on-demand hour among the eligible members: an hour of delay is worth an
-    hour of the job's compute. The lowest score wins; its explanation names each part."""
+    job's cheapest on-demand hour among the eligible members (``TIME_WEIGHT``). The lowest score wins; its explanation names each part."""
 
     name = "suanli"
     uses_start = True
+    per_model = True
 
-    def __init__(self, time_weight: float = 1.0) -> None:
+    def __init__(self, time_weight: float = TIME_WEIGHT) -> None:
         if not time_weight >= 0:
             raise ValueError(f"router/suanli: time_weight must be >= 0, got {time_weight}")
         self.time_weight = time_weight
@@ -33,13 +41,13 @@ class Scored:
         scores = []
         for c in ok:
             time_cost = value * c.finish_s / 3600.0
-            scores.append(Score(c.member, c.cost + time_cost, (
+            scores.append(Score(c.key, c.cost + time_cost, (
                 ("wait h", c.start_s / 3600.0), ("move h", c.move_s / 3600.0),
                 ("run h", c.run_s / 3600.0), ("compute $", c.compute_cost),
                 ("move $", c.move_cost), ("time $", time_cost),
             )))  # fmt: skip
         best = min(scores, key=lambda s: s.total)
-        win = next(c for c in ok if c.member == best.member)
+        win = next(c for c in ok if c.key == best.member)
         why = (f"finishes in {win.finish_s / 3600:.2f} h for ${win.cost:,.2f} "
                f"(an hour weighs ${value:,.2f})")  # fmt: skip
         return decide(self.name, candidates, scores, why)
