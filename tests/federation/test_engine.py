@@ -19,10 +19,17 @@ from hypothesis import strategies as st
 from suanli.config.cluster import load_cluster
 from suanli.core.model import Job, TaskRequest
 from suanli.federation.engine import federate
-from suanli.federation.model import Dataset, FedJob, Federation, Network, Outage, Region
+from suanli.federation.model import Dataset, Federation, FedJob, Network, Outage, Region
 from suanli.federation.prices import Reservation
 from suanli.federation.settle import bill, provider
-from suanli.store import journal, open_store, post_charges, post_settlements, record_usage, settlement_key
+from suanli.store import (
+    journal,
+    open_store,
+    post_charges,
+    post_settlements,
+    record_usage,
+    settlement_key,
+)
 
 ROUTERS = ("first-admit", "least-loaded", "cheapest", "suanli")
 SITES = {"us": (38.9, -77.5), "us2": (45.8, -119.7), "eu": (53.3, -6.3), "jp": (35.7, 139.7)}

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from suanli.core.registry import register
 from suanli.core.routing import Candidate, Route, RouteRequest, Score, decide, eligible
 
-
 TIME_WEIGHT = 0.3
 """What an hour of a job's delay weighs, in hours of its cheapest on-demand compute: the
 middle of the three weights measured on seed 0 of the network bench's scenario (0.1, 0.3
