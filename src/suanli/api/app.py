@@ -220,6 +220,9 @@ def create_app(
     async def submit(spec: JobSpec, who: Who) -> s.JobOut:
         """Submit a job. ``tenant`` defaults to the token's (an admin must give it);
         ``queue`` to the tenant."""
+        if spec.routing is not None and not who.admin:
+            raise ApiError(403, "only a federation front (an admin token) attaches a routing "
+                           "decision to a job")  # fmt: skip
         data = spec.model_dump(mode="json")
         bad = list(_bad_strings(data, ""))
         if bad:

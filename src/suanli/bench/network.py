@@ -174,7 +174,8 @@ def network_bench(
             if r["seed"] == s:
                 r["wall_ratio"] = r["wall_s"] / base["wall_s"]
     _, _, info = _scenario(scenario, seeds[0], shared[1])
-    title = (f"compute network: one week, 4 regions ({', '.join(f'{k} {v} GPUs' for k, v in info['gpus'].items())}), "  # type: ignore[union-attr]
+    gpus: dict[str, int] = info["gpus"]  # type: ignore[assignment]
+    title = (f"compute network: one week, 4 regions ({', '.join(f'{k} {v} GPUs' for k, v in gpus.items())}), "
              f"{info['jobs']:,} jobs, offered load {info['offered_load']:.2f} (inventories at 1/{info['k']})")  # fmt: skip
     notes = ["costs are the ledger's totals: compute at each region's AWS price, capacity "
              "bought ahead, data egress (by source) and the link's time",

@@ -323,6 +323,13 @@ def show_command(
     for k, v in rows:
         fields.add_row(k, v)
     out.print(fields)
+    if spec.get("routing"):
+        from rich.markup import escape
+
+        from suanli.core.routing import Route
+
+        out.print("[bold]routing[/bold]")
+        out.print(escape(Route.from_dict(spec["routing"]).explain()))
     if detail["attempts"]:
         table = Table(title="attempts", title_justify="left", header_style="bold")
         for col in ("#", "STATE", "NODES", "ADMITTED", "STARTED", "ENDED", "OUTCOME", "EXIT"):

@@ -26,6 +26,9 @@
     labels: [interactive]         # free-form labels (``interactive`` and ``debugging``
                                   # protect a job from idle reclaim; replicas carry
                                   # ``service=<name>``)
+    routing: {member: us-east, router: suanli, why: ..., scores: [...], excluded: [...]}
+                                  # set by a federation front (admin tokens only): where
+                                  # it sent the job and why; ``suanli show`` prints it
 
 Sizes take a binary unit (``512M``, ``20G``, ``1T``) or a number of MiB. Unknown keys are
 errors, and every error names the field (pydantic's location) and why. Every number is
@@ -122,6 +125,49 @@ def absolute_path(value: str | None, field: str) -> str | None:
 
 Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 
+MAX_ROUTE_ROWS = 64
+_Text = Annotated[str, Field(max_length=1000)]
+_Short = Annotated[str, Field(min_length=1, max_length=200)]
+_Figure = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class RouteScore(BaseModel):
+    """One candidate of a routing decision: its member (``member`` or ``member/model``),
+    its score and the parts it is made of."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    member: _Short
+    total: _Figure
+    parts: Annotated[dict[Annotated[str, Field(max_length=40)], _Figure], Field(max_length=16)] = (
+        Field(default_factory=dict)
+    )
+
+
+class RouteExcluded(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    member: _Short
+    why: _Text
+
+
+class RoutingNote(BaseModel):
+    """Where a federation sent the job and why (``suanli.core.routing.Route.as_dict``): kept
+    with the spec and shown by ``suanli show``. Only a federation front (an admin token)
+    may attach one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    member: _Short | None
+    router: _Short
+    why: _Text
+    scores: Annotated[list[RouteScore], Field(max_length=MAX_ROUTE_ROWS)] = Field(
+        default_factory=list
+    )
+    excluded: Annotated[list[RouteExcluded], Field(max_length=MAX_ROUTE_ROWS)] = Field(
+        default_factory=list
+    )
+
 
 class JobSpec(BaseModel):
     """A job as submitted (see the module docstring for the fields)."""
@@ -161,6 +207,8 @@ class JobSpec(BaseModel):
     labels: Annotated[
         list[Annotated[str, Field(pattern=_LABEL_PATTERN)]], Field(max_length=MAX_LABELS)
     ] = Field(default_factory=list)
+    routing: RoutingNote | None = None
+    """The federation's routing decision for this job (admins only: a federation front)."""
 
     @field_validator(*_NUMBERS, mode="before")
     @classmethod

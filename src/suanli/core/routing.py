@@ -133,6 +133,17 @@ class Route:
         lines.extend(f"  {m}: excluded: {why}" for m, why in self.excluded)
         return "\n".join(lines)
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Route:
+        """The route ``as_dict`` gave (as a job's spec keeps it)."""
+        return cls(
+            d.get("member"), str(d["router"]), str(d["why"]),
+            tuple(Score(str(x["member"]), float(x["total"]),
+                        tuple((str(k), float(v)) for k, v in (x.get("parts") or {}).items()))
+                  for x in d.get("scores") or ()),
+            tuple((str(x["member"]), str(x["why"])) for x in d.get("excluded") or ()),
+        )  # fmt: skip
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "member": self.member, "router": self.router, "why": self.why,

@@ -468,7 +468,7 @@ class _Run:
             while events and events[0][0] == t:
                 _, kind, _, payload = heapq.heappop(events)
                 if kind == DELIVER:
-                    name, job = self.waiting.pop(payload)  # type: ignore[arg-type]
+                    name, job = self.waiting.pop(int(payload))  # type: ignore[call-overload]
                     self.by_name[name].submit(job, t)
                 elif kind == CHECK:
                     self.check(payload, t)  # type: ignore[arg-type]

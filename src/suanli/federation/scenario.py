@@ -166,7 +166,6 @@ def build(
     full = _inventories(root)
     us_west = ClusterSpec("us-west", tuple(itp_nodes))
     demand = sum(j.runtime * j.gpu_demand_milli / 1000 for j in training) / 3600
-    online_hours = {name: gpus * WEEK / 3600 for name, gpus, _, _ in ONLINE}
     k = 1
     while True:
         clusters = {r: thin(c, k, r) for r, c in full.items()}
@@ -243,7 +242,7 @@ def build(
         / (sum(_speed_hours(r.cluster) for r in regions)),
         "gpus": {r.name: r.cluster.total_gpus for r in regions},
         "home_load": {r.name: home_demand[r.name] / _speed_hours(r.cluster) for r in regions},
-        "jobs": len(jobs), "homes": homes, "online_hours": online_hours,
+        "jobs": len(jobs), "homes": homes,
     }  # fmt: skip
     return fed, jobs, info
 
@@ -261,10 +260,18 @@ def _speed_of(regions: Sequence[Region], model: str) -> float:
 
 
 def _mean_units(c: ClusterSpec) -> float:
-    nodes = [n for n in c.nodes if n.gpu_model is not None]
-    return sum(n.gpus * units_per_gpu_hour(n.gpu_model.name) for n in nodes) / sum(n.gpus for n in nodes)  # type: ignore[union-attr]
+    gpus = units = 0.0
+    for n in c.nodes:
+        if n.gpu_model is not None:
+            gpus += n.gpus
+            units += n.gpus * units_per_gpu_hour(n.gpu_model.name)
+    return units / gpus
 
 
 def _mean_speed(c: ClusterSpec) -> float:
-    nodes = [n for n in c.nodes if n.gpu_model is not None]
-    return sum(n.gpus * n.gpu_model.speed for n in nodes) / sum(n.gpus for n in nodes)  # type: ignore[union-attr]
+    gpus = speed = 0.0
+    for n in c.nodes:
+        if n.gpu_model is not None:
+            gpus += n.gpus
+            speed += n.gpus * n.gpu_model.speed
+    return speed / gpus

@@ -154,7 +154,9 @@ def bill(result: FedResult, fed: Federation, homes: Mapping[str, str],
 
 def _mean_unit_price(region: Region) -> float:
     """The region's on-demand price of one common unit-hour, over its GPUs."""
-    nodes = [n for n in region.cluster.nodes if n.gpu_model is not None]
-    price = sum(n.gpus * region.prices[n.gpu_model.name] for n in nodes)  # type: ignore[union-attr]
-    units = sum(n.gpus * units_per_gpu_hour(n.gpu_model.name) for n in nodes)  # type: ignore[union-attr]
+    price = units = 0.0
+    for n in region.cluster.nodes:
+        if n.gpu_model is not None:
+            price += n.gpus * region.prices[n.gpu_model.name]
+            units += n.gpus * units_per_gpu_hour(n.gpu_model.name)
     return price / units if units else 0.0
