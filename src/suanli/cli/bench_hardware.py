@@ -126,7 +126,7 @@ def hardware_command(
             "wall_s": wall,
             "budget_s": BUDGET_S,
         }
-        sys.stdout.write(json.dumps(_clean(out), indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(clean_nans(out), indent=2, allow_nan=False) + "\n")
         return
     console = Console(width=max(Console().width, 200))
     for r in results:
@@ -140,12 +140,12 @@ def hardware_command(
     console.print(f"{len(results)} benches in {wall:.1f} s")
 
 
-def _clean(v: Any) -> Any:
+def clean_nans(v: Any) -> Any:
     """``v`` with every NaN (a figure that does not apply) as null."""
     if isinstance(v, float) and math.isnan(v):
         return None
     if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
+        return {k: clean_nans(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_clean(x) for x in v]
+        return [clean_nans(x) for x in v]
     return v

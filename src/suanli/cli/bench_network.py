@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from suanli.cli.bench_hardware import clean_nans
 from suanli.cli.errors import fail, user_errors
 from suanli.cli.options import TraceDirOption
 
@@ -93,7 +94,7 @@ def network_command(
     if json_out:
         doc = asdict(r) | {"comparison": cmp, "over_budget": r.wall_s > BUDGET_S,
                            "budget_s": BUDGET_S}  # fmt: skip
-        sys.stdout.write(json.dumps(_clean(doc), indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(clean_nans(doc), indent=2, allow_nan=False) + "\n")
         return
     console = Console(width=max(Console().width, 220))
     t = Table(title=escape(r.title))
@@ -114,13 +115,3 @@ def network_command(
         )  # fmt: skip
     over = f": OVER the {BUDGET_S:.0f} s budget" if r.wall_s > BUDGET_S else ""
     console.print(f"network: {r.wall_s:.1f} s wall{over}")
-
-
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_clean(x) for x in v]
-    return v

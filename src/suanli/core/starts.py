@@ -148,6 +148,29 @@ def _charge_running(edges, run_end, run_use, used):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True, nogil=True)
+def _earliest(edges, now, c, p, k, dur, used):  # type: ignore[no-untyped-def]
+    """From bucket ``k`` on, the earliest bucket from which a run of ``dur`` fits pool
+    ``p`` of ``used`` with ``c`` left to others in every bucket it holds: (that bucket, the
+    first bucket past the run, the start)."""
+    nb = used.shape[1]
+    while True:
+        t0 = max(edges[k], now)
+        end = t0 + dur
+        i = k
+        ok = True
+        # The buckets its run holds: its first, and each whose middle it reaches (ends fall
+        # to the nearest edge, so a chain of jobs neither gains nor loses on average).
+        while i < nb and (i == k or edges[i] + 0.5 * (edges[i + 1] - edges[i]) < end):
+            if used[p, i] > c:
+                ok = False
+                break
+            i += 1
+        if ok:
+            return k, i, t0
+        k = i + 1
+
+
+@njit(cache=True, nogil=True)
 def _plan(cap, overlap, edges, first, now, pool, dem, dur, used, out):  # type: ignore[no-untyped-def]
     """Place jobs (``pool``, ``dem``, ``dur``, in queue order) on ``used`` (pools × the
     buckets of ``edges``), none before bucket ``first`` nor before ``now``: each at the start
@@ -170,28 +193,12 @@ def _plan(cap, overlap, edges, first, now, pool, dem, dur, used, out):  # type: 
         if d > cap[p]:
             out[j] = np.inf
             continue
-        c = cap[p] - d
         room = cap[p] - smallest[p]
         k = full[p]
         while k < nb - 1 and used[p, k] > room:
             k += 1
         full[p] = k
-        while True:
-            t0 = max(edges[k], now)
-            end = t0 + dur[j]
-            i = k
-            ok = True
-            # The buckets its run holds: its first, and each whose middle it reaches (ends
-            # fall to the nearest edge, so a chain of jobs neither gains nor loses on
-            # average).
-            while i < nb and (i == k or edges[i] + 0.5 * (edges[i + 1] - edges[i]) < end):
-                if used[p, i] > c:
-                    ok = False
-                    break
-                i += 1
-            if ok:
-                break
-            k = i + 1
+        k, i, t0 = _earliest(edges, now, cap[p] - d, p, k, dur[j], used)
         out[j] = t0
         for q in range(n_pools):
             if overlap[p, q]:
@@ -203,26 +210,11 @@ def _plan(cap, overlap, edges, first, now, pool, dem, dur, used, out):  # type: 
 def _probe(cap, edges, first, now, p, d, dur, used):  # type: ignore[no-untyped-def]
     """Where ``_plan`` would place one job (pool ``p``, demand ``d``, duration ``dur``) on
     ``used``, without charging it: its start."""
-    nb = used.shape[1]
     if p < 0 or d <= 0:
         return now
     if d > cap[p]:
         return np.inf
-    c = cap[p] - d
-    k = first
-    while True:
-        t0 = max(edges[k], now)
-        end = t0 + dur
-        i = k
-        ok = True
-        while i < nb and (i == k or edges[i] + 0.5 * (edges[i + 1] - edges[i]) < end):
-            if used[p, i] > c:
-                ok = False
-                break
-            i += 1
-        if ok:
-            return t0
-        k = i + 1
+    return _earliest(edges, now, cap[p] - d, p, first, dur, used)[2]
 
 
 class _Calibration:

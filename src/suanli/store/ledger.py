@@ -205,6 +205,17 @@ def gpu_time_by_model(
 # --- charges -----------------------------------------------------------------------------
 
 
+def _shared(conn: Any, recorded_at: datetime) -> tuple[Any, tuple[Any, Any]]:
+    """The values every row of a posting shares, converted to the driver's form once: the
+    time recorded, and the two ``waste`` flags."""
+    at = bind_value(conn, ledger_entries, "recorded_at", recorded_at)
+    flags = (
+        bind_value(conn, ledger_entries, "waste", False),
+        bind_value(conn, ledger_entries, "waste", True),
+    )
+    return at, flags
+
+
 def post_charges(target: Target, charges: Iterable[Charge], now: datetime, batch: str) -> int:
     """Append ``charges`` as ledger entries recorded at ``now`` in ``batch``; a charge whose
     key is in the ledger already is skipped. Returns how many were new.
@@ -214,12 +225,7 @@ def post_charges(target: Target, charges: Iterable[Charge], now: datetime, batch
     """
     recorded_at = utc(now)
     with writing(target) as conn:
-        # The values every row shares, converted to the driver's form once.
-        at = bind_value(conn, ledger_entries, "recorded_at", recorded_at)
-        flags = (
-            bind_value(conn, ledger_entries, "waste", False),
-            bind_value(conn, ledger_entries, "waste", True),
-        )
+        at, flags = _shared(conn, recorded_at)
         rows = (
             entry_values(
                 c,
@@ -255,11 +261,7 @@ def post_settlements(
     the ledger already is skipped. Returns how many were new."""
     recorded_at = utc(now)
     with writing(target) as conn:
-        at = bind_value(conn, ledger_entries, "recorded_at", recorded_at)
-        flags = (
-            bind_value(conn, ledger_entries, "waste", False),
-            bind_value(conn, ledger_entries, "waste", True),
-        )
+        at, flags = _shared(conn, recorded_at)
         rows = (
             entry_values(
                 c._replace(org=provider),
