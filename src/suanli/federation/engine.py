@@ -13,11 +13,14 @@ data set the job reads may not be in its jurisdiction, when an online job's user
 far from it, when no node of it could ever hold the job, or when the job's worst case there
 (its time limit on the member's slowest usable GPUs at its dearest price, and its data's
 move) would pass its budget. Otherwise the candidate carries: whether the job could start
-now, the member's load, when the job would start there (its queue planned on the member's
-runtime estimator, from the data's arrival; asked only of routers that read it), how long it
-would run (its expected runtime over the mean speed of the GPUs it could use there), what an
-hour of it costs there (on demand, at the member's spot price for a ``spot`` job, nothing
-more while capacity its owner bought ahead there covers it) and the data to move.
+now, the member's load, when the job would start there (its queue planned by the member's
+start-time estimator on the federation's shared predictor, from the data's arrival; asked
+only of routers that read it), how long it would run (the shared predictor's median over the
+mean speed of the GPUs it could use there), what an hour of it costs there (on demand, at the
+member's spot price for a ``spot`` job, nothing more while capacity its owner bought ahead
+there covers it) and the data to move. A router that picks a GPU model too (``per_model``)
+also gets, for a member that could start the job now, one candidate per GPU model of it that
+could: the job is then held to that model, at its speed and price.
 
 Data: a data set is read where it lives or where a copy has arrived; a job sent elsewhere
 waits for a copy, moved from the copy it is cheapest to move from (egress from the source,
