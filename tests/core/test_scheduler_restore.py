@@ -416,3 +416,11 @@ def test_a_placement_with_too_few_tasks_is_refused() -> None:
     with pytest.raises(ValueError, match="tasks placed"):
         s.restore(j, p, 0.0)
     assert not s.view.active().any()
+
+
+def test_a_plan_counting_on_an_overdue_job_is_made_again_as_time_passes() -> None:
+    """Found by the property test below: with conservative backfill a running job past its
+    expected end is counted on to end at once, and a job held behind the reservation that
+    made for stayed held while that moment slid with the clock; the rebuilt scheduler,
+    planning afresh, started it. Now any later cycle plans again."""
+    run_and_compare(CONFIGS["conservative"], 422, n_jobs=40, split=23, steps=48)

@@ -41,8 +41,9 @@ others is placed without regard to reservations.
 
 When it is planned: afresh at a cycle after capacity changed on the view (a job ended or
 started), running jobs were evicted, a job joined or left the window other than at its end,
-or time passed a moment the plan counted on; a job that joins at the end is planned for on
-top of the plan as it is. Otherwise the plan stands: nothing it rests on moved (a property
+or time passed a moment the plan counted on (a running job past its expected end is
+counted on to end at once: any later cycle plans again); a job that joins at the end is
+planned for on top of the plan as it is. Otherwise the plan stands: nothing it rests on moved (a property
 test holds the two to the same decisions, with true runtimes).
 """
 
@@ -239,9 +240,13 @@ class _Profile:
             self.ic_ok[:, x] = False
 
     def next_change(self) -> float:
-        """The earliest event still ahead of the profile's now (inf if none)."""
+        """The earliest event still ahead of the profile's now (inf if none); just after now
+        while a running job is past its expected end: the plan counts on it ending at once,
+        a moment that moves with the clock, so any later cycle must plan again."""
         ne = int(self.counters[0])
         t = self.e_time[:ne]
+        if bool(((t <= self.now) & (self.e_res[:ne] < 0)).any()):
+            return float(np.nextafter(self.now, np.inf))
         ahead = t[t > self.now]
         return float(ahead.min()) if len(ahead) else float("inf")
 
