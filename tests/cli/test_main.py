@@ -42,7 +42,8 @@ def test_policies_lists_the_registry(runner: CliRunner) -> None:
     seams = [n.split("/")[0] for n in names]
     # Every seam has plugins, listed seam by seam, each seam's in name order.
     assert list(dict.fromkeys(seams)) == [
-        "queue", "placement", "admission", "backfill", "preemption", "runtime", "autoscaler"
+        "queue", "placement", "admission", "backfill", "preemption", "runtime", "autoscaler",
+        "router",
     ]  # fmt: skip
     assert seams == sorted(seams, key=list(dict.fromkeys(seams)).index)
     for seam in set(seams):
