@@ -48,7 +48,6 @@ class Candidate:
     """GPUs held and GPUs the queue asks for, over GPUs in service."""
     start_s: float = 0.0
     """Predicted wait before the job starts there (P50), its data's arrival included."""
-    start_p90_s: float = 0.0
     run_s: float = 0.0
     """Predicted runtime there, at its GPUs' speed."""
     price_hour: float = 0.0

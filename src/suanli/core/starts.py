@@ -85,6 +85,16 @@ MIN_SAMPLES = 20
 """Ended jobs (longer than a running job has run, for its end) the calibration needs."""
 
 
+def _ranged(start: float, at: float, lo: float, hi: float) -> tuple[float, float]:
+    """A planned start made at ``at`` as a range: the planned wait scaled by ``lo`` and
+    ``hi`` (the calibration's P50 and P90 of real over planned waits), for waits of at least
+    ``MIN_WAIT_S`` (a shorter one is given as planned)."""
+    wait = start - at
+    if wait >= MIN_WAIT_S and math.isfinite(wait):
+        return at + wait * lo, at + wait * max(hi, lo)
+    return start, start
+
+
 def _close(said: float, new: float, now: float) -> bool:
     """Whether a new plan's time ``new`` is within the damping of the time ``said`` before:
     ``DAMPING`` of how far ahead it is, or a bucket's first width."""
@@ -518,11 +528,7 @@ class StartEstimator:
                 # Its first estimate made on calibrated runtimes: the one its real wait will
                 # be compared with (one made before, from too little, would teach nothing).
                 said[j.id] = (at, start)
-            wait = start - at
-            if wait >= MIN_WAIT_S and math.isfinite(wait):
-                p50, p90 = at + wait * lo, at + wait * max(hi, lo)
-            else:
-                p50 = p90 = start
+            p50, p90 = _ranged(start, at, lo, hi)
             last = shown.get(j.id)
             if last is not None and _close(last.p50, p50, now) and _close(last.p90, p90, now):
                 out[j.id] = last  # within the damping of what was said: it stands
@@ -535,39 +541,22 @@ class StartEstimator:
         now: float,
         running: Callable[[], Iterable[RunningRow]],
         pending: Callable[[], Sequence[Job]],
-        jobs: Sequence[Job],
-    ) -> list[tuple[Estimate, float]]:
-        """When each of ``jobs``, not queued here, would start if it alone were submitted
-        now (placed after the jobs the plan holds, as ``estimate`` places a new arrival), and
-        its expected runtime, without keeping it in the plan: what a member tells a router
-        that asks where to send a job (each of ``jobs`` is one way of running it). The plan
-        is made again on the same terms as ``estimate``'s."""
-        for job in jobs:
-            self._pool(job.task)  # a pool never planned makes the plan due
+        job: Job,
+    ) -> Estimate:
+        """When ``job``, not queued here, would start if it were submitted now (placed after
+        the jobs the plan holds, as ``estimate`` places a new arrival), without keeping it in
+        the plan: what a member tells a router that asks where to send a job. The plan is
+        made again on the same terms as ``estimate``'s."""
+        self._pool(job.task)  # a pool never planned makes the plan due
         self.estimate(now, running, pending, ())
-        rows = self._rows(jobs)
-        edges = self._edges
-        first = max(int(np.searchsorted(edges, now, side="right")) - 1, 0)
-        durs = self._runtimes(rows, np.zeros(len(jobs)))[0]
-        used = self._plans[0]
+        row = self._rows([job])[0]
+        first = max(int(np.searchsorted(self._edges, now, side="right")) - 1, 0)
+        dur = float(self._runtimes(row[None, :], np.zeros(1))[0][0])
+        start = float(_probe(self._cap, self._edges, first, now, int(row[0]), int(row[1]), dur,
+                             self._plans[0]))  # fmt: skip
         waits = self.waits
         lo, hi = (waits.quantile(0.5), waits.quantile(PLAN_Q)) if waits.ready else (1.0, 1.0)
-        out = []
-        for r in range(len(jobs)):
-            start = float(_probe(self._cap, edges, first, now, int(rows[r, 0]), int(rows[r, 1]),
-                                 float(durs[r]), used))  # fmt: skip
-            wait = start - now
-            if wait >= MIN_WAIT_S and math.isfinite(wait):
-                est = Estimate(now + wait * lo, now + wait * max(hi, lo), now)
-            else:
-                est = Estimate(start, start, now)
-            out.append((est, float(durs[r])))
-        return out
-
-    def expected_runtime(self, job: Job) -> float:
-        """``job``'s expected runtime as a plan would take it (its predicted median, as the
-        ended jobs calibrate it), for a job that would start at once (nothing to plan)."""
-        return float(self._runtimes(self._rows([job]), np.zeros(1))[0][0])
+        return Estimate(*_ranged(start, now, lo, hi), now)
 
     def started(self, job_id: str, at: float) -> None:
         """``job_id`` started at ``at``: the waits' calibration learns how its real wait

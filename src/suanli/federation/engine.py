@@ -117,9 +117,20 @@ class FedResult:
     util: dict[str, float]
     """Per region, time-averaged share of its GPUs allocated."""
     horizon: float
+    """From 0 to the last end."""
     wall_s: float
-    reservations: dict[tuple[str, str], float] = field(default_factory=dict)
-    """(org, region) -> unit-hours of its reservation drawn by routed jobs."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    """A data set to move for a job: from where, GB, its arrival, egress and link price."""
+
+    name: str
+    source: Region
+    gb: float
+    arrive: float
+    egress: float
+    link: float
 
 
 class _Data:
@@ -130,37 +141,32 @@ class _Data:
         self.at: dict[tuple[str, str], float] = {(d.name, d.home): -math.inf
                                                  for d in fed.datasets.values()}  # fmt: skip
 
-    def plan(self, names: Sequence[str], target: Region, now: float
-             ) -> tuple[float, float, float, float, list[tuple[str, Region, float]]]:  # fmt: skip
-        """(ready time, GB, egress, link price, [(data set, source, GB)]) for the job's data
-        to be at ``target``: copies there or on their way are used; the rest is moved from the
-        copy cheapest to move from (ties: the one that arrives first)."""
+    def plan(self, names: Sequence[str], target: Region, now: float) -> tuple[float, list[_Copy]]:
+        """When the job's data would be at ``target``, and what must move there for it:
+        copies there or on their way are used; the rest is moved from the copy cheapest to
+        move from (ties: the one that arrives first)."""
         fed, net = self.fed, self.fed.network
-        ready, gb, egress, link = now, 0.0, 0.0, 0.0
-        todo: list[tuple[str, Region, float]] = []
+        ready = now
+        todo: list[_Copy] = []
         for name in names:
             there = self.at.get((name, target.name))
             if there is not None:
                 ready = max(ready, there)
                 continue
-            d = fed.datasets[name]
-            best: tuple[float, float, Region] | None = None
+            size = fed.datasets[name].size_gb
+            best: _Copy | None = None
             for r in fed.regions:
                 a = self.at.get((name, r.name))
                 if a is None or a > now:
                     continue  # no copy there yet
-                e, lk = net.transfer_usd(d.size_gb, r, target)
-                arrive = now + net.transfer_s(d.size_gb, r, target)
-                if best is None or (e + lk, arrive) < (best[0], best[1]):
-                    best = (e + lk, arrive, r)
+                e, lk = net.transfer_usd(size, r, target)
+                c = _Copy(name, r, size, now + net.transfer_s(size, r, target), e, lk)
+                if best is None or (e + lk, c.arrive) < (best.egress + best.link, best.arrive):
+                    best = c
             assert best is not None, f"data set {name} has no copy"
-            e, lk = net.transfer_usd(d.size_gb, best[2], target)
-            ready = max(ready, best[1])
-            gb += d.size_gb
-            egress += e
-            link += lk
-            todo.append((name, best[2], d.size_gb))
-        return ready, gb, egress, link, todo
+            ready = max(ready, best.arrive)
+            todo.append(best)
+        return ready, todo
 
 
 @functools.lru_cache(maxsize=4096)
@@ -192,10 +198,9 @@ def federate(
     reroute: bool = False,
     split: bool = False,
     router_options: dict[str, object] | None = None,
-    until: float | None = None,
 ) -> FedResult:
     """Run ``jobs`` on ``fed`` with ``router/<router>`` (module docstring)."""
-    return _Run(fed, jobs, router, seed, reroute, split, router_options or {}).run(until)
+    return _Run(fed, jobs, router, seed, reroute, split, router_options or {}).run()
 
 
 class _Run:
@@ -224,13 +229,14 @@ class _Run:
         # the GPUs' speed), so every member's plans and the router read the same figures,
         # learned from every job that ended anywhere.
         self.runtime = create("runtime", "history")
-        shared = None
-        self.members = []
+        self.members: list[Member] = []
         for k, r in enumerate(fed.regions):
-            m = Member(r, seed + k, fed.outages, self.runtime, shared)
-            shared = m.starts.calibration
-            self.members.append(m)
+            first = self.members[0].starts if self.members else None
+            self.members.append(Member(r, seed + k, self.runtime, fed.outages, first))
         self.by_name = {m.name: m for m in self.members}
+        net = fed.network
+        self.rtt = {(a.name, b.name): net.latency_ms(a, b) for a in fed.regions
+                    for b in fed.regions}  # fmt: skip
         self.data = _Data(fed)
         self.outcomes = [JobOutcome(fj) for fj in jobs]
         self.moves: list[Move] = []
@@ -240,7 +246,6 @@ class _Run:
             self.push(fj.job.submit, ARRIVE, k)
         # Capacity bought ahead: unit-hours left per (org, region), claimed at routing.
         self.left = {(r.org, r.region): r.units for r in fed.reservations}
-        self.drawn = dict.fromkeys(self.left, 0.0)
         self.claims: dict[str, tuple[tuple[str, str], float]] = {}
         self.spot = {m.name: [(0.0, spot_multiplier(0.0))] for m in self.members}
         self.waiting: dict[int, tuple[str, Job]] = {}
@@ -260,26 +265,31 @@ class _Run:
         return _residency(self.fed, fj, m.region) or m.never(job)
 
     def candidates(self, fj: FedJob, job: Job, now: float, skip: str = "") -> list[Candidate]:
-        fed = self.fed
-        home = fed.region(fj.home)
+        """One candidate per member, and for a router that picks a GPU model too
+        (``per_model``) one per GPU model of a member that could start the job now, for
+        running ``job`` (module docstring)."""
         gpus = job.gpu_demand_milli / MILLI
+        median = self.runtime.quantile(job, 0.5)  # at reference speed, the same everywhere
         out = []
         for order, m in enumerate(self.members):
-            lat = fed.network.latency_ms(home, m.region)
+            lat = self.rtt[(fj.home, m.name)]
             why = self.exclusion(fj, job, m, now, skip)
             if not why and fj.online and fj.max_latency_ms is not None and lat > fj.max_latency_ms:
                 why = f"{lat:.0f} ms from its users, more than {fj.max_latency_ms:.0f} ms"
-            of = None if why else m.offer(job)
-            ready, gb, egress, link, _ = self.data.plan(fj.data, m.region, now)
-            move_cost = egress + link
-            if of is not None and fj.budget_usd is not None and fj.limit_s is not None:
-                worst = gpus * of.dearest * fj.limit_s / of.slowest / 3600.0 + move_cost
-                if worst > fj.budget_usd:
-                    why = (f"budget: its worst case ${worst:,.2f} passes "
-                           f"${fj.budget_usd:,.2f}")  # fmt: skip
-            if why or of is None:
+            if why:
                 out.append(Candidate(m.name, order, excluded=why, latency_ms=lat))
                 continue
+            of = m.offer(job)
+            ready, todo = self.data.plan(fj.data, m.region, now)
+            gb = sum(c.gb for c in todo)
+            move_cost = sum(c.egress + c.link for c in todo)
+            if fj.budget_usd is not None and fj.limit_s is not None:
+                worst = gpus * of.dearest * fj.limit_s / of.slowest / 3600.0 + move_cost
+                if worst > fj.budget_usd:
+                    out.append(Candidate(m.name, order, excluded=(
+                        f"budget: its worst case ${worst:,.2f} passes ${fj.budget_usd:,.2f}"),
+                        latency_ms=lat))  # fmt: skip
+                    continue
             wait = ready - now
             ways: list[tuple[str, Job, Offer]] = [("", job, of)]
             if self.per_model and wait <= 0 and of.admits_now:
@@ -294,18 +304,13 @@ class _Run:
                         else list_hour)  # fmt: skip
                 if self.covered(way, m) is not None:
                     hour = 0.0
-                if not self.uses_start:
-                    run, start, p90 = m.predict(way) / wo.speed, wait, wait
-                elif wo.admits_now and wait <= 0:  # it starts now: nothing to plan
-                    run, start, p90 = m.predict(way) / wo.speed, 0.0, 0.0
-                else:
-                    est, _ = m.what_if(way, now)
-                    run = m.predict(way) / wo.speed
+                start = wait
+                if self.uses_start and not (wo.admits_now and wait <= 0):
+                    est = m.what_if(way, now)
                     start = max(est.p50 - now, wait) if est.known else math.inf
-                    p90 = max(est.p90 - now, wait) if est.known else math.inf
                 out.append(Candidate(
                     m.name, order, model, admits_now=wo.admits_now and wait <= 0, load=m.load(),
-                    start_s=start, start_p90_s=p90, run_s=run, price_hour=hour,
+                    start_s=start, run_s=median / wo.speed, price_hour=hour,
                     list_price_hour=list_hour, unit_price=wo.price / wo.units, move_gb=gb,
                     move_s=wait, move_cost=move_cost, latency_ms=lat,
                 ))  # fmt: skip
@@ -330,7 +335,6 @@ class _Run:
             return job
         res = (job.tenant, m.name)
         self.left[res] -= need
-        self.drawn[res] += need
         self.claims[job.id] = (res, need)
         return job.with_class(RESERVED)
 
@@ -339,23 +343,18 @@ class _Run:
         if c is not None:
             res, need = c
             self.left[res] += need
-            self.drawn[res] -= need
 
     def send(self, k: int, job: Job, m: Member, now: float) -> None:
         """Move the job's data to ``m`` (recording each move) and submit it there when the
         data is there."""
-        fj = self.outcomes[k].fed
-        net = self.fed.network
-        ready, gb, _, _, todo = self.data.plan(fj.data, m.region, now)
         o = self.outcomes[k]
-        for name, src, size in todo:
-            arrive = now + net.transfer_s(size, src, m.region)
-            e, lk = net.transfer_usd(size, src, m.region)
-            self.data.at[(name, m.name)] = arrive
-            self.moves.append(Move(name, src.name, m.name, now, arrive, size, e, lk, fj.id,
-                                   job.tenant))  # fmt: skip
-            o.move_usd += e + lk
-        o.moved_gb += gb
+        ready, todo = self.data.plan(o.fed.data, m.region, now)
+        for c in todo:
+            self.data.at[(c.name, m.name)] = c.arrive
+            self.moves.append(Move(c.name, c.source.name, m.name, now, c.arrive, c.gb, c.egress,
+                                   c.link, o.fed.id, job.tenant))  # fmt: skip
+            o.move_usd += c.egress + c.link
+            o.moved_gb += c.gb
         if ready <= now:
             m.submit(job, now)
         else:
@@ -444,11 +443,10 @@ class _Run:
             o.member, o.parts = name, [(name, run)]
 
     # ---------------------------------------------------------------- the clock
-    def run(self, until: float | None) -> FedResult:
+    def run(self) -> FedResult:
         members, events = self.members, self.events
         area = dict.fromkeys(self.by_name, 0.0)
         last = 0.0
-        end = until if until is not None else math.inf
         next_price = SPOT_PERIOD_S
         while True:
             t_ev = events[0][0] if events else math.inf
@@ -456,7 +454,7 @@ class _Run:
             t_wake = min(m.wake_at() for m in members)
             busy = bool(events) or any(len(m.sched) or m.rep.running for m in members)
             t = min(t_ev, t_fin, t_wake, next_price if busy else math.inf)
-            if t == math.inf or t > end:
+            if t == math.inf:
                 break
             for m in members:
                 area[m.name] += m.view.allocated_milli * (t - last)
@@ -495,4 +493,4 @@ class _Run:
         util = {m.name: area[m.name] / (m.capacity_milli * span) if span > 0 else 0.0
                 for m in members}  # fmt: skip
         return FedResult(self.router, self.outcomes, self.moves, members, self.spot, util, span,
-                         time.perf_counter() - self.wall0, dict(self.drawn))  # fmt: skip
+                         time.perf_counter() - self.wall0)  # fmt: skip

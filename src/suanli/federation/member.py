@@ -22,7 +22,7 @@ from suanli.core.builder import ImpossibleJobError, PolicySet, Setting, build, c
 from suanli.core.decisions import Admit, apply
 from suanli.core.model import DEFAULT_PRIORITY_CLASSES, MILLI, Job, PriorityClass, TaskRequest
 from suanli.core.seams import Predictor
-from suanli.core.starts import Estimate, RunningRow, StartEstimator, for_runtime
+from suanli.core.starts import Estimate, RunningRow, StartEstimator
 from suanli.core.view import ClusterView
 from suanli.federation.model import Outage, Region
 from suanli.federation.units import units_per_gpu_hour
@@ -62,25 +62,23 @@ class Member:
         self,
         region: Region,
         seed: int,
+        runtime: Predictor,
         outages: tuple[Outage, ...] = (),
-        runtime: Predictor | None = None,
-        calibration: object | None = None,
+        shares: StartEstimator | None = None,
     ) -> None:
-        """``runtime``: a predictor the federation shares (it learns each job's end once,
-        wherever the job ran), with the ``calibration`` of predicted to real runtimes the
-        members' start-time plans share; without them the member plans with its own."""
+        """``runtime``: the predictor the federation shares (it learns each job's end once,
+        wherever the job ran); ``shares``: a member whose calibration of predicted to real
+        runtimes this one's start-time plans share."""
         self.region = region
         self.name = region.name
         self.view = view = ClusterView(region.cluster)
         self.sched = build(view, PolicySet.parse(region.policy),
                            Setting(priority_classes=PRIORITY_CLASSES))  # fmt: skip
         self.rep = Replay(self.sched, region.cluster, [], view, Explainer(()), 0.0)
-        if runtime is None:
-            self.starts, self.teach = for_runtime(view, self.sched.runtime)
-        else:
-            self.starts, self.teach = StartEstimator(view, runtime), None
-            if calibration is not None:
-                self.starts.calibration = calibration  # type: ignore[assignment]
+        self.runtime = runtime
+        self.starts = StartEstimator(view, runtime)
+        if shares is not None:
+            self.starts.calibration = shares.calibration
         self.rng = np.random.default_rng(seed)
         self.capacity_milli = view.total_gpus * MILLI
         self.queued_milli = 0
@@ -141,10 +139,9 @@ class Member:
         return sorted({view.models[i].name for i in view.node_model[ok].tolist() if i >= 0})
 
     def predict(self, job: Job) -> float:
-        """The job's median runtime at reference speed, as the member's start-time
-        estimator's predictor has learned from the jobs ended here so far."""
-        q = getattr(self.starts.runtime, "quantile", None)
-        return float(q(job, 0.5)) if q is not None else float(self.starts.runtime.duration(job))
+        """The job's median runtime at reference speed, as the federation's predictor has
+        learned it from the jobs ended anywhere so far."""
+        return float(self.runtime.quantile(job, 0.5))
 
     def load(self) -> float:
         """GPUs held and GPUs the queue asks for, over the member's GPUs."""
@@ -157,14 +154,9 @@ class Member:
         rep = self.rep
         return [(rep.jobs[i], rep.attempt_start[i], p) for i, p in rep.running.items()]
 
-    def expected(self, job: Job) -> float:
-        """``job``'s expected runtime at reference speed, as this member's plans take it."""
-        return self.starts.expected_runtime(job)
-
-    def what_if(self, job: Job, t: float) -> tuple[Estimate, float]:
-        """When ``job`` would start here if sent now, and its expected runtime at reference
-        speed (``StartEstimator.what_if``)."""
-        return self.starts.what_if(t, self.running_rows, self.sched.pending_jobs, [job])[0]
+    def what_if(self, job: Job, t: float) -> Estimate:
+        """When ``job`` would start here if sent now (``StartEstimator.what_if``)."""
+        return self.starts.what_if(t, self.running_rows, self.sched.pending_jobs, job)
 
     # ---------------------------------------------------------------- the clock
     def submit(self, job: Job, t: float) -> None:
@@ -204,26 +196,20 @@ class Member:
             rep.finished(i, t)
             job = rep.jobs[i]
             self.starts.learn(job, job.runtime)
-            if self.teach is not None:
-                self.teach(job, job.runtime, t)
             ended.append(job)
             self.changed = True
         return ended
 
-    def cycle(self, t: float) -> list[Job]:
-        """A scheduling cycle at ``t`` if anything is pending: the jobs it started."""
+    def cycle(self, t: float) -> None:
+        """A scheduling cycle at ``t`` if anything is pending."""
         self.changed = False
         if not len(self.sched):
-            return []
+            return
         out = self.sched.cycle(self.rng, t)
         apply(out, self.rep, t)
-        started = []
         for d in out:
             if type(d) is Admit:
-                self.starts.started(d.job.id, t)
                 self.queued_milli -= d.job.gpu_demand_milli
-                started.append(d.job)
-        return started
 
     def wake_at(self) -> float:
         return self.sched.wake_at if len(self.sched) else math.inf

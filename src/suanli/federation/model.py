@@ -2,8 +2,8 @@
 jobs read, and the jobs with what they ask of the federation.
 
 - ``Region``: a member cluster with its own policy set (each gets its own scheduler, built
-  by the core builder), its GPU prices per model and the AWS region its prices, data-egress
-  price and site come from, its jurisdiction (for data residency) and its power price.
+  by the core builder), its GPU prices per model, its data-egress price, its site and its
+  jurisdiction (for data residency).
 - ``Network``: between two regions, a round trip from their sites' great-circle distance
   (``RTT = 2 d / 200,000 km/s``, light in fibre, a lower bound of the real one), a
   transfer's bandwidth share and the link's price an hour; egress is the source region's.
@@ -43,17 +43,14 @@ class Region:
     """Latitude and longitude of the region's data centres (degrees)."""
     jurisdiction: str
     policy: str = "fifo+best-fit"
-    power_usd_kwh: float = 0.0
-    """What a kWh costs the region (its floor for spot prices: a GPU-hour never sells below
-    its power)."""
 
     def __post_init__(self) -> None:
         models = {n.gpu_model.name for n in self.cluster.nodes if n.gpu_model is not None}
         missing = sorted(models - set(self.prices))
         if missing:
             raise SpecError(f"region {self.name}: no price for GPU model(s) {', '.join(missing)}")
-        if not self.egress_usd_gb >= 0 or not self.power_usd_kwh >= 0:
-            raise SpecError(f"region {self.name}: prices must be >= 0")
+        if not self.egress_usd_gb >= 0:
+            raise SpecError(f"region {self.name}: egress price must be >= 0")
 
 
 def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -69,8 +66,6 @@ class Network:
 
     gbps: float = LINK_GBPS
     hour_usd: float = DC_PORT_HOUR_USD
-    rtt_ms: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    """Measured round trips that replace the fibre bound for some pairs (either order)."""
 
     def __post_init__(self) -> None:
         if not self.gbps > 0 or not self.hour_usd >= 0:
@@ -80,9 +75,6 @@ class Network:
         """Round trip between two regions (0 within one)."""
         if a.name == b.name:
             return 0.0
-        got = self.rtt_ms.get((a.name, b.name), self.rtt_ms.get((b.name, a.name)))
-        if got is not None:
-            return got
         return 2.0 * great_circle_km(a.site, b.site) / FIBRE_KM_PER_MS
 
     def transfer_s(self, gb: float, a: Region, b: Region) -> float:
