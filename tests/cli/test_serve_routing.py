@@ -39,11 +39,16 @@ def test_a_routing_decision_is_kept_shown_and_refused_to_plain_users(
             assert admin.post("/v1/jobs", json={**forged, "tenant": "vision"}).status_code == 422
             bad = dict(spec, routing={**route.as_dict(), "scores": [{"member": "x", "total": "nan"}]})
             assert admin.post("/v1/jobs", json={**bad, "tenant": "vision"}).status_code == 422
+            rows = [{"member": f"m{i}", "total": 1.0} for i in range(65)]  # over the 64 kept
+            big = dict(spec, routing={**route.as_dict(), "scores": rows})
+            assert admin.post("/v1/jobs", json={**big, "tenant": "vision"}).status_code == 422
             assert c.get("/v1/jobs").json()["jobs"] == []  # nothing of it was queued
             job = submit(admin, tenant="vision", **spec)
             kept = c.get(f"/v1/jobs/{job}").json()["job"]["spec"]["routing"]
             assert kept == route.as_dict()  # the parts' order aside, as sent
             assert Route.from_dict(kept).member == route.member
+        with srv.client(tenant_token(srv, "audio")) as other:  # another tenant: no such job
+            assert other.get(f"/v1/jobs/{job}").status_code == 404
         shown = run_cli(srv, user, "show", job)
         assert "routing" in shown and f"routed to {route.member} by suanli" in shown
         assert "ap-northeast: excluded: data residency" in shown
