@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -203,6 +204,33 @@ def test_data_moves_once_to_a_region_and_its_copy_serves_later_jobs() -> None:
         there = sorted((o for o in res.outcomes[1:] if o.member == target), key=lambda o: o.sent_at)
         assert [o.moved_gb for o in there] == [800.0] + [0.0] * (len(there) - 1)
     assert sum(o.moved_gb for o in res.outcomes) == 800.0 * len(targets)
+
+
+@pytest.mark.parametrize(("other", "data_gb", "moved"), [
+    (region("eu", "2x8xV100", 4.5, "eu"), 80.0, True),  # as fast, idle, its data near: it goes
+    (region("jp", "2x8xT4", 1.3, "jp"), 8000.0, False),  # slow GPUs, its data hours away: it stays
+])  # fmt: skip
+def test_a_job_that_waits_too_long_moves_only_where_it_would_finish_sooner(
+    other: Region, data_gb: float, moved: bool
+) -> None:
+    # The whole of us is held by a job its user said would run 30 min; it runs 5.6 h. The
+    # next job is sent to us (cheaper, its data there) to wait the half hour, and is still
+    # waiting at its check: staying, it would finish ~2.5 h later (the blocker, past its
+    # estimate, is taken to run as long again); elsewhere after its data's move and its run.
+    fed = Federation((region("us", "4x8xV100", 3.0, "us"), other), Network(),
+                     {"d": Dataset("d", data_gb, "us")})  # fmt: skip
+    blocker = replace(job(0, gpus=8, tasks=4, runtime=20000.0), estimate=1800.0)
+    waiting = replace(job(1, gpus=8, tasks=2, submit=10.0), estimate=3600.0)
+    res = federate(fed, [FedJob(blocker, "us"), FedJob(waiting, "us", ("d",))], "suanli",
+                   reroute=True)  # fmt: skip
+    o = res.outcomes[1]
+    assert o.route is not None and o.route.member == "us", o.route
+    if moved:
+        assert o.reroute is not None and o.member == other.name and o.start < 20000.0
+        assert o.sent_at > 10.0 and len(res.moves) == 1
+    else:  # the rule before weighed nothing against staying: it would have gone to jp
+        assert o.reroute is None and o.member == "us" and o.start == 20000.0
+        assert res.moves == []
 
 
 def test_the_same_seed_gives_the_same_run() -> None:

@@ -28,8 +28,10 @@ and the link's time), and the copy stays for later jobs. Jobs sent to a member w
 is on its way wait for that copy.
 
 Re-routing (``reroute``): a job still waiting at its member ``REROUTE_AFTER`` times its
-predicted wait after it was sent there (at least ``REROUTE_MIN_S``) is taken back and routed
-again among the other members, at most once; its data's move is counted again.
+predicted wait after it was sent there (at least ``REROUTE_MIN_S``) is routed again among the
+other members, its data's move counted again, and is taken back and sent to the winner if
+that would finish it sooner than staying would (its place in its member's plan, then its
+run there); at most once.
 
 Splitting (``split``): a divisible job whose best single member would finish it later than
 two halves on two members would, by more than ``SPLIT_GAIN``, at a cost at most
@@ -362,35 +364,44 @@ class _Run:
             self.waiting[self.seq] = (m.name, job)
             heapq.heappush(self.events, (ready, DELIVER, self.seq, self.seq))
 
-    def route(self, k: int, now: float, skip: str = "") -> None:
-        o = self.outcomes[k]
-        fj = o.fed
+    def decide(self, fj: FedJob, now: float, skip: str = "") -> tuple[Route, list[Candidate]]:
+        """The router's decision for ``fj`` at ``now`` (``skip``: a member it may not go to),
+        and the candidates it chose among."""
         job = fj.job
         cands = self.candidates(fj, job, now, skip)
-        r = self.rt.route(RouteRequest(fj.id, job.gpu_demand_milli // MILLI, fj.online), cands)
-        if skip:
-            o.reroute = r
-        else:
-            o.route = r
+        return self.rt.route(RouteRequest(fj.id, job.gpu_demand_milli // MILLI, fj.online),
+                             cands), cands  # fmt: skip
+
+    def route(self, k: int, now: float) -> None:
+        o = self.outcomes[k]
+        fj = o.fed
+        r, cands = self.decide(fj, now)
+        o.route = r
         if r.member is None:
             back = [m.back_at(now) for m in self.members
                     if any(c.member == m.name and c.excluded == "down" for c in cands)]
-            if back and not skip:
+            if back:
                 # A member that may take it is down: the job waits for it at the federation.
                 self.push(min(back), ARRIVE, k)
             return
         win = winner(r, cands)
         assert win is not None
-        if self.split and fj.divisible and job.tasks >= 2 and not skip and self.halves(k, win, now):
+        if self.split and fj.divisible and fj.job.tasks >= 2 and self.halves(k, win, now):
             return
+        self.place(k, win, now)
+        if self.reroute and self.uses_start and math.isfinite(win.start_s):
+            self.push(now + max(REROUTE_AFTER * win.start_s, REROUTE_MIN_S), CHECK, k)
+
+    def place(self, k: int, win: Candidate, now: float) -> None:
+        """Send job ``k`` whole to the candidate ``win``."""
+        o = self.outcomes[k]
+        job = o.fed.job
         m = self.by_name[win.member]
         run = self.claim(_on(job, win.model) if win.model else job, m)
         o.member, o.parts = m.name, [(m.name, run)]
         o.sent_at = now
         o.predicted_start = now + win.start_s
         self.send(k, run, m, now)
-        if self.reroute and self.uses_start and not skip and math.isfinite(win.start_s):
-            self.push(now + max(REROUTE_AFTER * win.start_s, REROUTE_MIN_S), CHECK, k)
 
     def halves(self, k: int, whole: Candidate, now: float) -> bool:
         """Run job ``k`` as two halves on two members if that finishes sooner by
@@ -426,21 +437,32 @@ class _Run:
         return True
 
     def check(self, k: int, now: float) -> None:
-        """Re-route job ``k`` if it still waits where it was sent (at most once)."""
+        """Re-route job ``k`` if it still waits where it was sent and another member would
+        finish it sooner than staying would (at most once; module docstring)."""
         o = self.outcomes[k]
         if o.reroute is not None or len(o.parts) != 1:
             return
         name, job = o.parts[0]
         m = self.by_name[name]
-        if job.id not in m.sched.lanes.pending or not m.withdraw(job.id):
+        if job.id not in m.sched.lanes.pending:
             return
+        r, cands = self.decide(o.fed, now, skip=name)
+        win = winner(r, cands)
+        if win is None or win.finish_s >= self.staying_s(m, job, now):
+            return  # nowhere else would finish it sooner: it waits where it is
+        taken = m.withdraw(job.id)
+        assert taken, job.id  # it was pending there
         self.unclaim(job.id)
-        o.member, o.parts = None, []
-        self.route(k, now, skip=name)
-        if o.member is None:  # nowhere else may take it: it waits where it was
-            run = self.claim(o.fed.job, m)
-            m.submit(run, now)
-            o.member, o.parts = name, [(name, run)]
+        o.reroute = r
+        self.place(k, win, now)
+
+    def staying_s(self, m: Member, job: Job, now: float) -> float:
+        """When ``job``, waiting at ``m``, would finish there (from now): its place in
+        ``m``'s plan, then its predicted run at ``m``'s speed."""
+        est = m.starts.estimate(now, m.running_rows, m.sched.pending_jobs, (job,)).get(job.id)
+        if est is None or not est.known:
+            return math.inf
+        return max(est.p50 - now, 0.0) + self.runtime.quantile(job, 0.5) / m.offer(job).speed
 
     # ---------------------------------------------------------------- the clock
     def run(self) -> FedResult:
