@@ -99,6 +99,7 @@ def test_the_cli_runs_the_bench_and_writes_each_decision(tmp_path: Path) -> None
     for x in rows:
         assert x["explained"] and x["settled"] and x["unrouted"] == 0
         assert x["cost_usd"] > 0 and sum(x["jobs_by_region"].values()) >= x["jobs"] - 10
+        assert x["span_days"] >= 7.0  # the online services run the whole week
     (cmp,) = doc["comparison"]
     assert cmp["best_jct_baseline"] in ("first-admit", "least-loaded", "cheapest")
     with (tmp_path / "seed0-suanli-jobs.csv").open() as f:

@@ -12,8 +12,9 @@ and the run checks that every cross-region use has its settlement there.
 Per run: mean and P99 JCT, mean queueing delay (submission to start: the data's move
 included), total cost (compute at each region's price, capacity bought ahead, data egress
 and the link's time), bytes and cost moved, each region's utilisation (GPUs allocated, time
-averaged over the run), the jobs each region took, and whether every routed job has its
-explanation. Each run's wall time and its ratio to first-admit's in the same seed.
+averaged over the run), the jobs each region took, the run's span (from the week's start to
+the last job's end), and whether every routed job has its explanation. Each run's wall time
+and its ratio to first-admit's in the same seed.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def _scenario(
 
 def ledger(b: Bill, path: Path) -> dict[str, Any]:
     """Post ``b`` to a fresh store at ``path`` and read the totals back: cost by resource,
-    credits by provider, and the cross-region charges with no settlement (must be none)."""
+    credits by provider, and the entries of each kind (a settlement for every cross-region
+    use is checked against them)."""
     store = open_store(path)
     try:
         record_usage(store, b.records)
@@ -109,7 +111,7 @@ def measure(res: FedResult, fed: Federation, led: dict[str, Any], b: Bill) -> di
     explained = sum(1 for o in routed if o.route is not None and o.route.member and o.route.why)
     cross = len(b.settlements)
     return {
-        "jobs": len(res.outcomes), "finished": len(done),
+        "jobs": len(res.outcomes), "finished": len(done), "span_days": res.horizon / 86400,
         "unrouted": sum(1 for o in res.outcomes if not o.routed),
         "jct_h": float(jct.mean()) / 3600 if len(jct) else math.nan,
         "jct_p99_h": float(np.percentile(jct, 99)) / 3600 if len(jct) else math.nan,

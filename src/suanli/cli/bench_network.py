@@ -22,8 +22,8 @@ from suanli.cli.options import TraceDirOption
 BUDGET_S = 60.0
 COLUMNS = (
     ("seed", "seed"), ("router", "router"), ("jct_h", "JCT h"), ("jct_p99_h", "P99 JCT h"),
-    ("wait_h", "wait h"), ("cost_usd", "cost $"), ("moved_tb", "moved TB"),
-    ("moved_usd", "moved $"), ("util", "utilisation by region"),
+    ("wait_h", "wait h"), ("span_days", "span d"), ("cost_usd", "cost $"),
+    ("moved_tb", "moved TB"), ("moved_usd", "moved $"), ("util", "utilisation by region"),
     ("jobs_by_region", "jobs by region"), ("explained", "explained"), ("settled", "settled"),
     ("wall_s", "wall s"), ("wall_ratio", "x first-admit"),
 )  # fmt: skip

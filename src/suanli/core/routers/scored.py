@@ -9,9 +9,10 @@ from suanli.core.routing import Candidate, Route, RouteRequest, Score, decide, e
 
 TIME_WEIGHT = 0.3
 """What an hour of a job's delay weighs, in hours of its cheapest on-demand compute: the
-middle of the three weights measured on seed 0 of the network bench's scenario (0.1, 0.3
-and 1.0 gave 0.903, 0.879 and 0.859 times the cheapest-member baseline's mean JCT at 1.000,
-1.011 and 1.016 times its cost; ``docs/network.md``), then run on seeds 1 and 2."""
+middle of the three weights measured on seed 0 of the network bench's scenario, then run on
+seeds 1 and 2 and on six variants of the scenario (``docs/network.md``: 0.1, 0.3 and 1.0 give
+0.904, 0.872 and 0.867 times the cheapest-member baseline's mean JCT at 0.983, 0.977 and
+1.026 times its cost)."""
 
 
 @register("router", "suanli")
