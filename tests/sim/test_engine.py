@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 from builders import A100, T4, cluster, cpu_only, frac, gpus_cluster, job, node, task
+from suanli.core.builder import build
 from suanli.core.model import SpecError, TaskRequest
 from suanli.core.registry import UnknownPolicyError, names
-from suanli.sim.engine import ImpossibleJobError, PolicySet, check_feasible, simulate
+from suanli.core.view import ClusterView
+from suanli.sim.engine import ImpossibleJobError, PolicySet, Replay, check_feasible, simulate
+from suanli.sim.explain import Explainer
 
 
 def times(res) -> dict[str, tuple[float, float]]:  # type: ignore[no-untyped-def]
@@ -402,3 +405,24 @@ def test_only_large_replays_collect_and_freeze_the_heap(monkeypatch: pytest.Monk
     res = simulate(gpus_cluster(8), THREE, PolicySet("fifo", "best-fit"))
     assert calls == ["collect", "freeze", "unfreeze"] and res.finished == 3
     assert gc.isenabled()
+
+
+def test_a_job_added_to_a_replay_gets_what_one_given_at_the_start_gets() -> None:
+    # Replay.add (a federation member takes jobs as they are routed) must extend every
+    # per-job list as the constructor fills it: compared with a replay given all the jobs.
+    spec = gpus_cluster(2)
+    jobs = [job("a", 0, 100), job("b", 5, 200), job("c", 9, 300, gpus=2)]
+
+    def replay(given: list) -> Replay:  # type: ignore[type-arg]
+        view = ClusterView(spec)
+        return Replay(build(view, PolicySet()), spec, given, view, Explainer(()), 0.0)
+
+    grown, whole = replay(jobs[:2]), replay(list(jobs))
+    per_job = [k for k, v in vars(grown).items() if isinstance(v, list) and len(v) == 2]
+    assert {"start", "finish", "remaining", "held_s", "slow"} <= set(per_job)
+    assert grown.add(jobs[2]) == 2 and grown.index == whole.index
+    for k in per_job:
+        a, b = getattr(grown, k), getattr(whole, k)
+        assert len(a) == 3 and (a[2] == b[2] or (a[2] != a[2] and b[2] != b[2])), k
+    with pytest.raises(SpecError, match="job c is in the replay already"):
+        grown.add(jobs[2])
