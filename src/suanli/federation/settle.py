@@ -38,7 +38,7 @@ from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
 from suanli.metering.usage import Attempt, UsageRecord, usage_records
 from suanli.sim.attempts import OUTCOMES
 
-__all__ = ["Bill", "bill", "provider", "region_book"]
+__all__ = ["Bill", "bill", "mean_unit_price", "provider", "region_book"]
 
 CURRENCY = "USD"
 MS_PER_HOUR = 3_600_000
@@ -140,7 +140,7 @@ def bill(result: FedResult, fed: Federation, homes: Mapping[str, str],
                                    raw))  # fmt: skip
     for r in fed.reservations:
         region = fed.region(r.region)
-        unit_price = _mean_unit_price(region)
+        unit_price = mean_unit_price(region)
         hours = Decimal(_money(r.units, "0.000001"))
         out.charges.append(_charge(f"reservation/{r.org}/{r.region}", r.org, r.region, "reserved",
                                    epoch_ms, ms(result.horizon), hours,
@@ -152,7 +152,7 @@ def bill(result: FedResult, fed: Federation, homes: Mapping[str, str],
     return out
 
 
-def _mean_unit_price(region: Region) -> float:
+def mean_unit_price(region: Region) -> float:
     """The region's on-demand price of one common unit-hour, over its GPUs."""
     price = units = 0.0
     for n in region.cluster.nodes:

@@ -1,0 +1,61 @@
+"""How far the network bench's mean JCT could fall: the linear relaxation's bound
+(``suanli.federation.bound``) on the fixed week, beside the four routers run in the same
+process, per seed. A target below the bound is out of reach for any router; a target above it
+is not proven reachable (docs/network.md, "How far it could go").
+
+    PYTHONPATH=src python benchmarks/bench_network_bound.py [--seeds 0-2] [--block-s 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from suanli.bench.network import network_bench
+from suanli.cli.bench_network import comparison
+from suanli.federation.bound import jct_bound
+from suanli.federation.scenario import build
+
+TARGET = 0.7
+"""The issue's JCT target: 30% below the best baseline's mean JCT."""
+
+
+def seeds(text: str) -> list[int]:
+    lo, _, hi = text.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default="0-2")
+    ap.add_argument("--block-s", type=float, default=1800.0)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    print("seed: best baseline's mean JCT; suanli's; the relaxation's bound; its free and loose "
+          "figures (hours), and each over the best baseline's")  # fmt: skip
+    for seed in seeds(args.seeds):
+        t = time.perf_counter()
+        r = network_bench((seed,), workers=args.workers)
+        (c,) = comparison(r.rows)
+        best = min((row for row in r.rows if row["router"] != "suanli"), key=lambda x: x["jct_h"])
+        ours = next(row for row in r.rows if row["router"] == "suanli")
+        fed, jobs, _ = build(seed=seed)
+        b = jct_bound(fed, jobs, args.block_s)
+        h = 3600.0
+        base = best["jct_h"]
+        print(f"  {seed}: {best['router']} {base:.3f} h; suanli {ours['jct_h']:.3f} h "
+              f"({c['jct_ratio']:.3f}x); bound {b.mean_jct_s / h:.3f} h ({b.mean_jct_s / h / base:.3f}x)"
+              f" against the target {TARGET * base:.3f} h ({TARGET:.2f}x): "
+              f"{'out of reach' if b.mean_jct_s / h > TARGET * base else 'not proven out of reach'}; "
+              f"free {b.free_s / h:.3f} h ({b.free_s / h / base:.3f}x), loose {b.loose_s / h:.3f} h "
+              f"({b.loose_s / h / base:.3f}x)")  # fmt: skip
+        fast = ", ".join(f"{w} GPU: {gh:,.0f}" for w, gh in b.fast_gpu_h.items())
+        print(f"     bound's GPU-hours on the faster classes by job width: {fast}; "
+              f"LP {b.variables:,} columns, {b.rows:,} rows, solved in {b.solve_s:.1f} s; "
+              f"seed {time.perf_counter() - t:.1f} s")  # fmt: skip
+    print(f"{time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
