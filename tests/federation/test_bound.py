@@ -72,6 +72,13 @@ def test_a_divisible_job_counts_as_two_halves() -> None:
     assert split.mean_jct_s <= b.mean_jct_s + 1e-6  # a split can only help
 
 
+def test_a_job_that_may_start_with_part_of_its_gang_counts_that_part() -> None:
+    # Eight one-GPU replicas that may start with one: alone on one A100 it could run there at
+    # once, so the bound is its runtime on an A100.
+    job = Job("e", 0.0, 2.5 * H, TaskRequest(gpus=1), tasks=8, gang_min=1, tenant="t")
+    assert jct_bound(two_speeds(), [FedJob(job, "us")]).mean_jct_s == pytest.approx(1.0 * H)
+
+
 def test_a_job_no_gpu_could_hold_is_an_error_naming_it() -> None:
     job = Job("held", 0.0, H, TaskRequest(gpus=1, gpu_models=frozenset({"H100"})), tenant="t")
     with pytest.raises(SpecError, match="held"):

@@ -16,7 +16,8 @@ that block. A run there from ``s`` to ``s + q`` gives those shares, and
 - its completion is its mean busy time plus ``q / 2``, and its mean busy time is at least
   each block's start (or ``a``) weighted by the shares, so ``JCT ≥ Σ y (e − a + q/2)``;
   also ``JCT ≥ Σ y q``;
-- a class's GPU-hours in a block are at most its GPUs times the block;
+- a class's GPU-hours in a block are at most its GPUs times the block (a job counted at the
+  GPUs of its gang minimum, the least it holds once started);
 - a job runs at most the block's time (within its window) in a block.
 
 A run on a capacitated class that ends after ``a + f`` is no better than the free option, so
@@ -150,6 +151,7 @@ def jct_bound(fed: Federation, jobs: Sequence[FedJob], block_s: float = 1800.0) 
         if not ok:
             raise SpecError(f"bound: no GPU of the federation could ever hold job {job.id}")
         r, a = job.runtime, job.submit
+        g_min = g * job.min_tasks / job.tasks  # what it holds at least, once started
         loose += w * r / max(p.speed for p in ok)
         free = [p.speed for p in ok if p.speed <= bulk]
         f = r / max(free) if free else math.inf
@@ -188,8 +190,8 @@ def jct_bound(fed: Federation, jobs: Sequence[FedJob], block_s: float = 1800.0) 
                 row = cap_rows.setdefault((ci, k), len(cap_rows))
                 le[0].append(-1 - row)
                 le[1].append(col)
-                le[2].append(g * q / 3600.0)
-                share_of.append((col, int(round(g / w)), g * q / 3600.0))
+                le[2].append(g_min * q / 3600.0)
+                share_of.append((col, int(round(g / w)), g_min * q / 3600.0))
         for col, _, _ in opts:
             eq[0].append(e)
             eq[1].append(col)
