@@ -59,7 +59,8 @@ class JctBound:
     loose_s: float
     """Every job at once on the fastest GPU it may use, with no limit on capacity."""
     free_s: float
-    """Every job at once on the fastest GPU of the free option it may use."""
+    """Every job at once on the fastest GPU of the free option it may use (on the fastest GPU
+    it may use, for a job no GPU of the free option could hold)."""
     fast_gpu_h: dict[int, float]
     """At the relaxation's optimum, GPU-hours of the capacitated classes by job width (GPUs
     a job holds)."""
