@@ -100,10 +100,8 @@ def _allowed(fed: Federation, fj: FedJob, p: _Pool) -> bool:
     if fj.regions and p.region not in fj.regions:
         return False
     region = fed.region(p.region)
-    for name in fj.data:
-        d = fed.datasets[name]
-        if d.jurisdictions is not None and region.jurisdiction not in d.jurisdictions:
-            return False
+    if fed.residency(fj, region):
+        return False
     if fj.online and fj.max_latency_ms is not None:
         if fed.network.latency_ms(fed.region(fj.home), region) > fj.max_latency_ms:
             return False

@@ -182,15 +182,6 @@ def _on(job: Job, model: str) -> Job:
     return replace(job, task=_task_on(job.task, model))
 
 
-def _residency(fed: Federation, fj: FedJob, r: Region) -> str:
-    for name in fj.data:
-        d = fed.datasets[name]
-        if d.jurisdictions is not None and r.jurisdiction not in d.jurisdictions:
-            return (f"data residency: data set {name} may stay only in "
-                    f"{', '.join(sorted(d.jurisdictions))}")  # fmt: skip
-    return ""
-
-
 def federate(
     fed: Federation,
     jobs: Sequence[FedJob],
@@ -264,7 +255,7 @@ class _Run:
             return "down"
         if fj.regions and m.name not in fj.regions:
             return f"the owner allows only {', '.join(sorted(fj.regions))}"
-        return _residency(self.fed, fj, m.region) or m.never(job)
+        return self.fed.residency(fj, m.region) or m.never(job)
 
     def candidates(self, fj: FedJob, job: Job, now: float, skip: str = "") -> list[Candidate]:
         """One candidate per member, and for a router that picks a GPU model too

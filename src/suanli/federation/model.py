@@ -182,6 +182,15 @@ class Federation:
                 return r
         raise SpecError(f"no region {name!r} (regions: {', '.join(r.name for r in self.regions)})")
 
+    def residency(self, fj: FedJob, region: Region) -> str:
+        """Why ``fj``'s data may not be taken to ``region`` ("" if it may)."""
+        for name in fj.data:
+            d = self.datasets[name]
+            if d.jurisdictions is not None and region.jurisdiction not in d.jurisdictions:
+                return (f"data residency: data set {name} may stay only in "
+                        f"{', '.join(sorted(d.jurisdictions))}")  # fmt: skip
+        return ""
+
     def check_jobs(self, jobs: Sequence[FedJob]) -> None:
         """Every job's home, regions and data sets exist; ids are unique."""
         known = {r.name for r in self.regions}
