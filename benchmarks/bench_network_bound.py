@@ -5,28 +5,53 @@ is not proven reachable (docs/network.md, "How far it could go").
 
     PYTHONPATH=src python benchmarks/bench_network_bound.py [--seeds 0-2] [--block-s 1800]
     PYTHONPATH=src python benchmarks/bench_network_bound.py --variants [--seeds 7]
+    PYTHONPATH=src python benchmarks/bench_network_bound.py --seeds 0 --placement
 
 ``--variants`` runs the six variants of ``bench_network_variants.py`` instead of the fixed
-week, on each of the seeds given.
+week, on each of the seeds given. ``--placement`` also runs router/suanli once more and
+prints where its jobs ran, by width and GPU speed (docs/network.md, "Where the time goes").
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections import defaultdict
 
 from suanli.bench.network import network_bench
+from suanli.cli.bench import parse_seeds
 from suanli.cli.bench_network import comparison
+from suanli.core.model import MILLI
 from suanli.federation.bound import jct_bound
+from suanli.federation.engine import federate
+from suanli.federation.model import Federation, FedJob
 from suanli.federation.scenario import NetworkScenario, build
 
 TARGET = 0.7
 """The issue's JCT target: 30% below the best baseline's mean JCT."""
 
 
-def seeds(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+def placement(fed: Federation, jobs: list[FedJob], seed: int) -> None:
+    """Where router/suanli ran the training jobs: per width (GPUs, eight and more together)
+    and GPU speed (the run's reference runtime over its length), the jobs, their mean
+    runtime at reference speed and the GPU-hours they held."""
+    res = federate(fed, jobs, "suanli", seed=seed, reroute=True, split=True)
+    rows: dict[tuple[int, float], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for o in res.outcomes:
+        job = o.fed.job
+        if o.fed.online or len(o.parts) != 1 or not o.finish > o.start:
+            continue
+        width = job.gpu_demand_milli // MILLI
+        r = rows[(min(width, 8), round(job.runtime / (o.finish - o.start), 1))]
+        r[0] += 1
+        r[1] += job.runtime / 3600
+        r[2] += width * (o.finish - o.start) / 3600
+    one = sum(fj.job.runtime for fj in jobs if not fj.online and fj.job.gpu_demand_milli == MILLI)
+    print(f"     suanli's placement, seed {seed} (one-GPU jobs' work: {one / 3600:,.0f} "
+          "reference GPU-hours):")  # fmt: skip
+    for (w, speed), (n, ref, gh) in sorted(rows.items()):
+        print(f"       {w}{'+' if w == 8 else ''} GPU at speed {speed}: {n:,} jobs, "
+              f"{ref / n:.2f} h each at reference speed, {gh:,.0f} GPU-hours")  # fmt: skip
 
 
 def main() -> None:
@@ -35,6 +60,7 @@ def main() -> None:
     ap.add_argument("--block-s", type=float, default=1800.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--placement", action="store_true")
     args = ap.parse_args()
     if args.variants:
         from bench_network_variants import VARIANTS
@@ -46,7 +72,7 @@ def main() -> None:
     print("case, seed: best baseline's mean JCT; suanli's; the relaxation's bound; its free and loose "
           "figures (hours), and each over the best baseline's")  # fmt: skip
     ratios = []
-    for (case, sc), seed in ((c, s) for c in cases for s in seeds(args.seeds)):
+    for (case, sc), seed in ((c, s) for c in cases for s in parse_seeds(args.seeds)):
         t = time.perf_counter()
         r = network_bench((seed,), scenario=sc, workers=args.workers)
         (c,) = comparison(r.rows)
@@ -67,6 +93,8 @@ def main() -> None:
         print(f"     bound's GPU-hours on the faster classes by job width: {fast}; "
               f"LP {b.variables:,} columns, {b.rows:,} rows, solved in {b.solve_s:.1f} s; "
               f"seed {time.perf_counter() - t:.1f} s")  # fmt: skip
+        if args.placement:
+            placement(fed, jobs, seed)
     print(f"bound over the best baseline's mean JCT: {min(ratios):.3f}-{max(ratios):.3f}x over "
           f"{len(ratios)} runs ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
 
