@@ -9,7 +9,9 @@ is not proven reachable (docs/network.md, "How far it could go").
 
 ``--variants`` runs the six variants of ``bench_network_variants.py`` instead of the fixed
 week, on each of the seeds given. ``--placement`` also runs router/suanli once more and
-prints where its jobs ran, by width and GPU speed (docs/network.md, "Where the time goes").
+prints its mean JCT by width and by whether a GPU faster than the bulk's is allowed, and
+where its jobs ran, by width and GPU speed (docs/network.md, "Where the time goes" and "What
+the target would take").
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from suanli.bench.network import network_bench
 from suanli.cli.bench import parse_seeds
 from suanli.cli.bench_network import comparison
 from suanli.core.model import MILLI
-from suanli.federation.bound import jct_bound
-from suanli.federation.engine import federate
+from suanli.federation.bound import fastest_allowed, jct_bound
+from suanli.federation.engine import JobOutcome, federate
 from suanli.federation.model import Federation, FedJob
 from suanli.federation.scenario import NetworkScenario, build
 
@@ -31,11 +33,35 @@ TARGET = 0.7
 """The issue's JCT target: 30% below the best baseline's mean JCT."""
 
 
-def placement(fed: Federation, jobs: list[FedJob], seed: int) -> None:
+def anatomy(fed: Federation, jobs: list[FedJob], outcomes: list[JobOutcome], bulk: float) -> None:
+    """What makes router/suanli's mean JCT: per width (one GPU, or more) and whether the job
+    may use a GPU faster than the bulk's (its owner's regions, its data's residency, its GPU
+    models and node size allow one), the jobs, their share of the mean JCT, and that share
+    were each to run at once on the fastest GPU it may use (no limit on capacity)."""
+    speed = dict(zip((fj.id for fj in jobs), fastest_allowed(fed, jobs), strict=True))
+    rows: dict[tuple[str, bool], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    for o in outcomes:
+        job = o.fed.job
+        s = speed[o.fed.id]
+        r = rows[("one GPU" if job.gpu_demand_milli <= MILLI else "2+ GPUs", s > bulk)]
+        r[0] += 1
+        r[1] += (o.finish - job.submit) / 3600
+        r[2] += job.runtime / s / 3600
+    n = len(outcomes)
+    print(f"     suanli's mean JCT, {sum(r[1] for r in rows.values()) / n:.3f} h, by width and "
+          "whether a faster GPU than the bulk's is allowed:")  # fmt: skip
+    for (w, fast), (k, jct, ideal) in sorted(rows.items()):
+        print(f"       {w}, {'faster allowed' if fast else 'faster barred'}: {k:,} jobs, "
+              f"{jct / n:.3f} h of the mean ({jct / k:.2f} h each); at once on the fastest "
+              f"allowed: {ideal / n:.3f} h")  # fmt: skip
+
+
+def placement(fed: Federation, jobs: list[FedJob], seed: int, bulk: float) -> None:
     """Where router/suanli ran the training jobs: per width (GPUs, eight and more together)
     and GPU speed (the run's reference runtime over its length), the jobs, their mean
     runtime at reference speed and the GPU-hours they held."""
     res = federate(fed, jobs, "suanli", seed=seed, reroute=True, split=True)
+    anatomy(fed, jobs, res.outcomes, bulk)
     rows: dict[tuple[int, float], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
     for o in res.outcomes:
         job = o.fed.job
@@ -94,7 +120,7 @@ def main() -> None:
               f"LP {b.variables:,} columns, {b.rows:,} rows, solved in {b.solve_s:.1f} s; "
               f"seed {time.perf_counter() - t:.1f} s")  # fmt: skip
         if args.placement:
-            placement(fed, jobs, seed)
+            placement(fed, jobs, seed, max(s for s, _, capped in b.classes if not capped))
     print(f"bound over the best baseline's mean JCT: {min(ratios):.3f}-{max(ratios):.3f}x over "
           f"{len(ratios)} runs ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.federation.test_engine import ROUTERS, federation, region
 
 from suanli.core.model import Job, SpecError, TaskRequest
-from suanli.federation.bound import jct_bound
+from suanli.federation.bound import fastest_allowed, jct_bound
 from suanli.federation.engine import federate
 from suanli.federation.model import Dataset, Federation, FedJob, Network
 
@@ -58,6 +58,15 @@ def test_what_may_not_go_to_the_fast_gpus_gets_no_help_from_them() -> None:
     b = jct_bound(fed, kept)
     assert b.mean_jct_s == pytest.approx(2.5 * H, rel=1e-6)
     assert b.fast_gpu_h == {}
+
+
+def test_fastest_allowed_follows_the_same_rules() -> None:
+    fed = two_speeds()
+    kept = [one(0, 2.5), one(1, 2.5, data=("eu-only",)), one(2, 2.5, regions=frozenset({"us"})),
+            one(3, 2.5, gpus=8), one(4, 2.5, regions=frozenset({"us2"}))]  # fmt: skip
+    assert fastest_allowed(fed, kept) == [2.5, 1.0, 1.0, 1.0, 2.5]
+    held = Job("h", 0.0, H, TaskRequest(gpus=1, gpu_models=frozenset({"H100"})), tenant="t")
+    assert fastest_allowed(fed, [FedJob(held, "us")]) == [0.0]
 
 
 def test_a_divisible_job_counts_as_two_halves() -> None:

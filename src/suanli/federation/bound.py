@@ -47,7 +47,7 @@ import numpy as np
 from suanli.core.model import MILLI, SpecError
 from suanli.federation.model import Federation, FedJob
 
-__all__ = ["JctBound", "jct_bound"]
+__all__ = ["JctBound", "fastest_allowed", "jct_bound"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,12 @@ def _allowed(fed: Federation, fj: FedJob, p: _Pool) -> bool:
     if t.gpu_models and p.model not in t.gpu_models:
         return False
     return p.node_gpus >= max(t.gpus, 1)
+
+
+def fastest_allowed(fed: Federation, jobs: Sequence[FedJob]) -> list[float]:
+    """Per job, the speed of the fastest GPU it may ever use (``_allowed``), 0 where none."""
+    pools = _pools(fed)
+    return [max((p.speed for p in pools if _allowed(fed, fj, p)), default=0.0) for fj in jobs]
 
 
 def jct_bound(fed: Federation, jobs: Sequence[FedJob], block_s: float = 1800.0) -> JctBound:
