@@ -284,22 +284,24 @@ class _Run:
                         latency_ms=lat))  # fmt: skip
                     continue
             wait = ready - now
-            ways: list[tuple[str, Job, Offer]] = [("", job, of)]
+            ways: list[tuple[str, Offer]] = [("", of)]
             if self.per_model and wait <= 0 and of.admits_now:
                 # Each GPU model that could start it now: the job may be held to it.
                 for model in m.models(job):
                     mo = m.offer(job, _task_on(job.task, model))
                     if mo.admits_now:
-                        ways.append((model, _on(job, model), mo))
-            for model, way, wo in ways:
+                        ways.append((model, mo))
+            reserved = (job.tenant, m.name) in self.left
+            for model, wo in ways:
                 list_hour = gpus * wo.price
                 hour = (list_hour * self.spot[m.name][-1][1] if job.priority_class == "spot"
                         else list_hour)  # fmt: skip
-                if self.covered(way, m) is not None:
+                # The job held to the model is made only where it is read (it is a copy).
+                if reserved and self.covered(_on(job, model) if model else job, m) is not None:
                     hour = 0.0
                 start = wait
                 if self.uses_start and not (wo.admits_now and wait <= 0):
-                    est = m.what_if(way, now)
+                    est = m.what_if(_on(job, model) if model else job, now)
                     start = max(est.p50 - now, wait) if est.known else math.inf
                 out.append(Candidate(
                     m.name, order, model, admits_now=wo.admits_now and wait <= 0, load=m.load(),

@@ -85,6 +85,7 @@ class Member:
         self.outages = tuple((o.start, o.end) for o in outages if o.region == region.name)
         self._never: dict[object, str] = {}
         self._offers: dict[frozenset[str], tuple[float, float, float, float, float]] = {}
+        self._models: dict[frozenset[str], list[str]] = {}
         self.changed = False
 
     # ---------------------------------------------------------------- what a router reads
@@ -134,9 +135,14 @@ class Member:
 
     def models(self, job: Job) -> list[str]:
         """The GPU models of this member the job may run on, by name."""
-        view = self.view
-        ok = view.model_ok(job.task.gpu_models) & (view.node_gpus > 0)
-        return sorted({view.models[i].name for i in view.node_model[ok].tolist() if i >= 0})
+        key = job.task.gpu_models
+        names = self._models.get(key)
+        if names is None:
+            view = self.view
+            ok = view.model_ok(key) & (view.node_gpus > 0)
+            names = sorted({view.models[i].name for i in view.node_model[ok].tolist() if i >= 0})
+            self._models[key] = names
+        return names
 
     def predict(self, job: Job) -> float:
         """The job's median runtime at reference speed, as the federation's predictor has

@@ -16,6 +16,7 @@ jobs read, and the jobs with what they ask of the federation.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,8 +54,10 @@ class Region:
             raise SpecError(f"region {self.name}: egress price must be >= 0")
 
 
+@functools.lru_cache(maxsize=4096)
 def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
-    """Distance between two sites (haversine)."""
+    """Distance between two sites (haversine; kept per pair, as routing asks again and
+    again)."""
     la1, lo1, la2, lo2 = map(math.radians, (*a, *b))
     h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
     return 2 * EARTH_KM * math.asin(math.sqrt(h))
