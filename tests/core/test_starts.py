@@ -166,6 +166,21 @@ def test_within_refresh_later_jobs_go_after_the_plan_and_nothing_earlier_moves()
     assert est.plans == 2
 
 
+def test_a_current_what_if_plans_again_when_the_jobs_changed_within_refresh() -> None:
+    view = ClusterView(gpus_cluster(2))
+    est = StartEstimator(view, Oracle(), refresh=300.0)
+    asked = job("q", 0.0, 10.0, gpus=2)
+    assert near(est.what_if(0.0, list, list, asked).p50, 0.0)  # an idle cluster: at once
+    r = running(view, job("r", runtime=100.0, gpus=2), 0, [0, 1], 5.0)
+    # A job started since: the plan made at 0 stands within refresh, and does not hold it;
+    # a current what-if plans again (once) and waits for it.
+    assert est.what_if(10.0, lambda: [r], list, asked).p50 == 10.0
+    assert near(est.what_if(10.0, lambda: [r], list, asked, current=True).p50, 105.0, 10.0)
+    plans = est.plans
+    assert near(est.what_if(11.0, lambda: [r], list, asked, current=True).p50, 105.0, 11.0)
+    assert est.plans == plans  # nothing changed since: the plan stands
+
+
 def test_estimates_do_not_jump_from_one_minute_to_the_next() -> None:
     # A busy queue, asked every minute while nothing starts or ends: each estimate stays put.
     gen = np.random.default_rng(3)

@@ -18,6 +18,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -39,6 +40,8 @@ from suanli.api.services import install_services
 from suanli.control.intake import Accepted, Intake, Refused, spec_data
 from suanli.control.metrics import ControlMetrics, GpuReading
 from suanli.control.spec import JobSpec
+from suanli.control.starts import WhatIf
+from suanli.core.model import Job, SpecError
 from suanli.store import Store
 from suanli.store import jobs as js
 from suanli.store import nodes as sn
@@ -53,6 +56,8 @@ LogFile = Callable[[str, int, int, str], Path | None]
 MAX_ID = 2**63 - 1
 MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 MAX_LOG_LINES = 1_000_000
+WHAT_IF_WAIT_S = 10.0
+"""How long ``POST /v1/what-if`` waits for the scheduler's pass to answer (503 past it)."""
 LIVE_STATES = ("pending", "admitted", "running")
 LOG_SIZE_HEADER = "X-Suanli-Log-Size"
 """The log response's end offset in the file: the ``offset`` to ask for next (``--follow``)."""
@@ -161,6 +166,7 @@ def create_app(
     health: Callable[[], str | None] = lambda: None,
     gpus: Callable[[], tuple[Mapping[str, float], Mapping[str, float]]] | None = None,
     gpu_sampling: str = "off: no sampler",
+    what_if: Callable[[Job], Future[WhatIf]] | None = None,
 ) -> FastAPI:
     """The API over ``store`` (see the module docstring and ``docs`` for the endpoints).
 
@@ -168,7 +174,8 @@ def create_app(
     ``health`` says why the scheduler is unwell (None: it is well) for ``/healthz``;
     ``gpus`` gives the GPUs per model (total, claimed) for the metrics, read at each scrape;
     ``gpu_sampling`` says how GPU utilisation is sampled (``nvml``, ``off: <why>``), for the
-    job view."""
+    job view; ``what_if`` asks the scheduler when a job would start if submitted now
+    (``Controller.ask_what_if``)."""
     app = FastAPI(
         title="suanli",
         version=suanli.__version__,
@@ -216,15 +223,13 @@ def create_app(
 
     # --- jobs ------------------------------------------------------------------------------
 
-    @app.post("/v1/jobs", status_code=201, tags=["jobs"])
-    async def submit(spec: JobSpec, who: Who) -> s.JobOut:
-        """Submit a job. ``tenant`` defaults to the token's (an admin must give it);
-        ``queue`` to the tenant."""
+    def accept(spec: JobSpec, who: tk.Principal, asking: bool = False) -> Accepted:
+        """A submission's checks (``asking``: a what-if's, ``Intake.check_what_if``): the
+        tenant and queue it is accepted for, or the ``ApiError`` that refuses it."""
         if spec.routing is not None and not who.admin:
             raise ApiError(403, "only a federation front (an admin token) attaches a routing "
                            "decision to a job")  # fmt: skip
-        data = spec.model_dump(mode="json")
-        bad = list(_bad_strings(data, ""))
+        bad = list(_bad_strings(spec.model_dump(mode="json"), ""))
         if bad:
             raise ApiError(422, invalid(bad), fields=bad)
         try:
@@ -233,18 +238,24 @@ def create_app(
             raise ApiError(422, f"invalid request: {e}") from None
         try:
             if intake is not None:
-                ok = intake.check(spec, who)
-            else:  # no control plane behind the API (tests of the API alone)
-                tenant = spec.tenant or who.tenant or "default"
-                if not who.sees(tenant):
-                    raise Refused(403, f"this token may not submit for tenant {tenant!r}")
-                ok = Accepted(tenant, spec.queue or tenant)
+                return intake.check_what_if(spec, who) if asking else intake.check(spec, who)
+            # no control plane behind the API (tests of the API alone)
+            tenant = spec.tenant or who.tenant or "default"
+            if not who.sees(tenant):
+                raise Refused(403, f"this token may not submit for tenant {tenant!r}")
+            return Accepted(tenant, spec.queue or tenant)
         except Refused as e:
             fields = [s.ErrorField(field=e.field, problem=e.message)] if e.field else []
             headers = (
                 {"Retry-After": str(max(1, math.ceil(e.retry_after)))} if e.status == 429 else None
             )
             raise ApiError(e.status, e.message, fields=fields, headers=headers) from None
+
+    @app.post("/v1/jobs", status_code=201, tags=["jobs"])
+    async def submit(spec: JobSpec, who: Who) -> s.JobOut:
+        """Submit a job. ``tenant`` defaults to the token's (an admin must give it);
+        ``queue`` to the tenant."""
+        ok = accept(spec, who)
         data = spec_data(spec, ok)
         name = spec.name or os.path.basename(spec.command[0])[:200] or "job"
         # Checked in the event loop (no I/O above but the intake's pending counts, read at
@@ -258,6 +269,44 @@ def create_app(
             intake.accepted(ok.tenant)
         wake()
         return s.job_out(job)
+
+    if what_if is not None:  # the route needs a scheduler behind the API to answer it
+        ask = what_if
+
+        @app.post("/v1/what-if", tags=["jobs"])
+        async def what_if_start(spec: JobSpec, who: Who) -> s.WhatIfOut:
+            """When the job would start if it were submitted now, as Slurm's ``sbatch
+            --test-only`` says: checked as a submission is (a job that could never run is 422),
+            then placed in the scheduler's plan after the jobs it holds. Nothing is queued. A
+            tenant's what-ifs are limited apart from its submissions (429 past the rate)."""
+            unwell = health()
+            if unwell is not None and not unwell.startswith("no pass completed"):
+                raise ApiError(503, f"the scheduler cannot answer: {unwell}")
+            ok = accept(spec, who, asking=True)
+            try:
+                job = spec.job(f"what-if/{os.urandom(6).hex()}", clock_ms() / 1000, ok.tenant,
+                               ok.queue, None, who.user)  # fmt: skip
+            except (SpecError, ValueError) as e:
+                raise ApiError(422, f"refused: {e}") from None
+            asked = ask(job)
+            wake()
+            try:
+                got = await asyncio.wait_for(asyncio.wrap_future(asked), WHAT_IF_WAIT_S)
+            except TimeoutError:
+                asked.cancel()
+                raise ApiError(503, f"the scheduler did not answer within {WHAT_IF_WAIT_S:g} s; "
+                               "ask again") from None  # fmt: skip
+            est = got.estimate
+
+            def at(t: float) -> str | None:
+                return s.iso(round(t * 1000)) if math.isfinite(t) else None
+
+            return s.WhatIfOut(
+                tenant=ok.tenant, queue=ok.queue, room_now=got.room_now,
+                start_estimate=s.StartEstimateOut(p50=at(est.p50), p90=at(est.p90),
+                                                  planned_at=at(est.planned_at) or ""),
+                load=round(got.load, 6), pending_jobs=got.pending,
+            )  # fmt: skip
 
     @app.get("/v1/jobs", tags=["jobs"])
     def list_jobs(

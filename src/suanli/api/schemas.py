@@ -53,6 +53,21 @@ class StartEstimateOut(BaseModel):
     planned_at: str
 
 
+class WhatIfOut(BaseModel):
+    """When a job would start if it were submitted now (``POST /v1/what-if``, as Slurm's
+    ``sbatch --test-only``): nothing was queued. ``start_estimate`` is the scheduler's plan
+    with the job placed after the jobs the plan holds; ``room_now``: its gang minimum fits
+    the free GPUs now (it may still wait behind queued jobs); ``load``: GPUs held and GPUs
+    the pending jobs ask for, over the cluster's GPUs."""
+
+    tenant: str
+    queue: str
+    room_now: bool
+    start_estimate: StartEstimateOut
+    load: float
+    pending_jobs: int
+
+
 class JobOut(BaseModel):
     id: str
     name: str

@@ -178,6 +178,14 @@ def submit_command(
             show_default=False,
         ),
     ] = None,
+    test_only: Annotated[
+        bool,
+        typer.Option(
+            "--test-only",
+            help="Queue nothing: say when the job would start if submitted now (as "
+            "sbatch --test-only), checked as a submission is.",
+        ),
+    ] = False,
     server: ServerOption = DEFAULT_SERVER,
     token: TokenOption = None,
     as_json: JsonOption = False,
@@ -229,6 +237,16 @@ def submit_command(
         spec["env"] = {**(spec.get("env") or {}), **_env(env)}
     if not spec.get("command"):
         fail("no command: give it after '--' (suanli submit -- python train.py) or in a spec")
+    if test_only:
+        got = Client.of(server, token).post("/v1/what-if", spec)
+        if as_json:
+            print_json(got)
+            return
+        room = "room for it now" if got["room_now"] else "no room for it now"
+        typer.echo(f"Job would start {expected_start(got['start_estimate'])} in queue "
+                   f"{got['queue']} ({room}; {got['pending_jobs']} jobs pending, load "
+                   f"{got['load']:.2f}); nothing was queued")  # fmt: skip
+        return
     job = Client.of(server, token).post("/v1/jobs", spec)
     if as_json:
         print_json(job)

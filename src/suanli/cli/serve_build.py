@@ -413,6 +413,7 @@ def build_server(
         health=health,
         gpus=gpu_counts,
         gpu_sampling=sampling,
+        what_if=controller.ask_what_if,
     )
     return server
 

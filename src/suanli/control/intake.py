@@ -122,6 +122,22 @@ class Intake:
         self._pending_at = -math.inf
 
     def check(self, spec: JobSpec, who: Principal) -> Accepted:
+        ok = self._admissible(spec, who)
+        if not who.admin:
+            self._fair_use(ok.tenant)
+        return ok
+
+    def check_what_if(self, spec: JobSpec, who: Principal) -> Accepted:
+        """A submission's checks for a job asked about but not submitted (``POST
+        /v1/what-if``): its fair use is counted apart, at most ``rate`` a second (a token
+        bucket of ``burst``) per tenant, and not against its pending jobs (it queues
+        nothing); 429 with ``Retry-After`` past it."""
+        ok = self._admissible(spec, who)
+        if not who.admin:
+            self._take(ok.tenant, "asks when a job would start", "what-ifs/s")
+        return ok
+
+    def _admissible(self, spec: JobSpec, who: Principal) -> Accepted:
         tenant = spec.tenant or who.tenant or DEFAULT_TENANT
         if not who.sees(tenant):
             raise Refused(403, f"this token may not submit for tenant {tenant!r}", "tenant")
@@ -132,8 +148,6 @@ class Intake:
         self._environment(spec)
         self._directories(spec, tenant)
         self._capacity(spec, tenant, queue, who.user)
-        if not who.admin:
-            self._fair_use(tenant)
         return Accepted(tenant, queue)
 
     def accepted(self, tenant: str) -> None:

@@ -58,9 +58,11 @@ Rules of the applier:
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -82,7 +84,7 @@ from suanli.control.repair import Repair
 from suanli.control.resize import Resizer
 from suanli.control.services import ServiceKeeper
 from suanli.control.spec import JobSpec
-from suanli.control.starts import LiveStarts
+from suanli.control.starts import LiveStarts, WhatIf
 from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet, Refusals, Setting, build
 from suanli.core.decisions import (
@@ -105,6 +107,9 @@ from suanli.store import Store
 from suanli.store import jobs as js
 
 log = logging.getLogger("suanli.control")
+
+ASKS_PER_PASS = 64
+"""The most what-ifs (``POST /v1/what-if``) one pass answers; the rest wait for the next."""
 
 MIN_GAP_S = 0.05
 """The shortest time between two passes of ``Controller.run``, however often it is woken."""
@@ -212,6 +217,8 @@ class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle):
         self.cordoned: dict[int, str] = {}  # node -> an operator's hold (cordon, drain)
         self.holds_at = -float("inf")  # the clock's time of the last read of the holds
         self.health_probe: Callable[[], None] | None = None  # the health watch, at once
+        # Jobs asked about from other threads (the API's what-if), answered by the next pass.
+        self.asks: queue.SimpleQueue[tuple[Job, Future[WhatIf]]] = queue.SimpleQueue()
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
@@ -297,12 +304,41 @@ class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle):
             log.exception("start-time estimates failed; scheduling goes on")
             soon = []
         self._prestage(soon, now)
+        self._answer(now)
         self._meter()
         if now - self.reconciled_at >= self.config.reconcile_interval_s:
             self.reconcile(now)
         if self.metrics is not None:
             self.metrics.observe_cycle(time.perf_counter() - t0)
         return decisions
+
+    def ask_what_if(self, job: Job) -> Future[WhatIf]:
+        """When ``job`` would start if it were submitted now, without queueing it: answered
+        by the loop's next pass, once its plan is up to date (``LiveStarts.what_if``). Safe
+        to call from any thread; an asker that gives up cancels the future."""
+        f: Future[WhatIf] = Future()
+        self.asks.put((job, f))
+        return f
+
+    def _answer(self, now: float) -> None:
+        """Answer the what-ifs asked since the last pass, at most ``ASKS_PER_PASS`` (the
+        rest wait for the next), all from one plan, made again for the first if the running
+        or pending jobs changed since the last: asking costs a pass one plan at most."""
+        first = True
+        for _ in range(ASKS_PER_PASS):
+            try:
+                job, f = self.asks.get_nowait()
+            except queue.Empty:
+                return
+            if not f.set_running_or_notify_cancel():
+                continue  # its asker gave up
+            try:
+                f.set_result(self.starts.what_if(now, self._running_rows,
+                                                 self.sched.pending_jobs, job, first))  # fmt: skip
+                first = False
+            except Exception as e:  # noqa: BLE001 - the failure is its asker's answer
+                log.exception("what-if for %s failed", job.id)
+                f.set_exception(e)
 
     def _engine_down(self) -> str | None:
         """Why the backend's engine cannot start or stop anything now (None: it can). A

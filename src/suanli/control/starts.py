@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from suanli.control.attempts import to_ms
-from suanli.core.model import Job
+from suanli.core.model import MILLI, Job
 from suanli.core.scheduler import Scheduler
 from suanli.core.starts import REFRESH_S, Estimate, RunningRow, for_runtime
 from suanli.core.view import ClusterView
@@ -36,6 +37,20 @@ the plan ahead, so that the next refresh is not too late)."""
 
 PRESTAGE_NODES = 8
 """The most nodes one job's preparation is asked of."""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """When a job that is not queued would start if it were submitted now
+    (``LiveStarts.what_if``), and the cluster as it found it."""
+
+    estimate: Estimate
+    room_now: bool
+    """Its gang minimum fits the free GPUs now (it may still wait behind queued jobs)."""
+    load: float
+    """GPUs held and GPUs the pending jobs ask for, over the cluster's GPUs."""
+    pending: int
+    """Jobs pending."""
 
 
 def _ms(t: float) -> int | None:
@@ -111,6 +126,27 @@ class LiveStarts:
         ]
         self.prepared.update(soon)
         return soon
+
+    def what_if(
+        self,
+        now: float,
+        running: Callable[[], Iterable[RunningRow]],
+        pending: Callable[[], Sequence[Job]],
+        job: Job,
+        current: bool = True,
+    ) -> WhatIf:
+        """When ``job``, not queued, would start if submitted now: placed after the jobs the
+        plan holds, as a new arrival is (``StartEstimator.what_if``); nothing is kept. With
+        ``current`` the plan is made again first if the running or pending jobs changed
+        since it was made (the loop asks so once a pass, for the first what-if of the
+        pass)."""
+        est = self.estimator.what_if(now, running, pending, job, current)
+        view = self.estimator.view
+        queued = pending()
+        room = int(view.fit_counts(job.task, job.tasks).sum()) >= job.min_tasks
+        asked = sum(j.gpu_demand_milli for j in queued)
+        load = (view.allocated_milli + asked) / max(view.total_gpus * MILLI, 1)
+        return WhatIf(est, room, load, len(queued))
 
     def nodes_for(
         self, jobs: Sequence[Job], now: float, rows: Sequence[RunningRow]

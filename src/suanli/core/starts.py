@@ -476,11 +476,13 @@ class StartEstimator:
         running: Callable[[], Iterable[RunningRow]],
         pending: Callable[[], Sequence[Job]],
         want: Sequence[Job] | None = None,
+        refresh: float | None = None,
     ) -> dict[str, Estimate]:
         """Estimates for the pending jobs ``want`` (default: every pending job). ``pending()``
         gives every pending job in queue order and ``running()`` the running jobs as (job, the
         start of its attempt, its placement); they are asked for only when a plan is made.
-        Plans again if the last plan is older than ``refresh`` and the running or pending
+        Plans again if the last plan is older than ``refresh`` (default: the estimator's
+        ``refresh``) and the running or pending
         jobs changed since or time reached something it foresaw (a job's end or start), if
         the cluster's health changed, or if a job of a pool never planned comes; else the
         jobs of ``want`` that the plan does not hold yet are placed after those it does, in
@@ -500,7 +502,7 @@ class StartEstimator:
         )
         rows: list[RunningRow] | None = None
         ids: _Ids | None = None
-        if fresh and now - self._planned_at >= self.refresh:
+        if fresh and now - self._planned_at >= (self.refresh if refresh is None else refresh):
             # Due for a plan; but one on the same jobs, before anything it foresaw happens,
             # would be the same plan: it stands.
             rows = list(running())
@@ -542,13 +544,15 @@ class StartEstimator:
         running: Callable[[], Iterable[RunningRow]],
         pending: Callable[[], Sequence[Job]],
         job: Job,
+        current: bool = False,
     ) -> Estimate:
         """When ``job``, not queued here, would start if it were submitted now (placed after
         the jobs the plan holds, as ``estimate`` places a new arrival), without keeping it in
         the plan: what a member tells a router that asks where to send a job. The plan is
-        made again on the same terms as ``estimate``'s."""
+        made again on the same terms as ``estimate``'s; with ``current``, also whenever the
+        running or pending jobs changed since it was made, however recently."""
         self._pool(job.task)  # a pool never planned makes the plan due
-        self.estimate(now, running, pending, ())
+        self.estimate(now, running, pending, (), refresh=0.0 if current else None)
         row = self._rows([job])[0]
         first = max(int(np.searchsorted(self._edges, now, side="right")) - 1, 0)
         dur = float(self._runtimes(row[None, :], np.zeros(1))[0][0])
