@@ -1,4 +1,5 @@
-"""A corpus of hostile inputs for the write routes of ``suanli serve`` (``tests/cli/test_hostile.py``).
+"""A corpus of hostile inputs for the write routes of ``suanli serve`` (``tests/cli/test_hostile.py``),
+and ``POST /v1/what-if``, which takes a job's body and must refuse what a submission refuses.
 
 Each ``Case`` is one request a hostile tenant (by default ``ana``, a plain ``user`` of tenant
 ``vision``) sends, and what the server must answer: the status, for a 422 the field at fault
@@ -20,7 +21,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ JOBS = "POST /v1/jobs"
 CANCEL = "POST /v1/jobs/{job_id}/cancel"
 TOKENS = "POST /v1/tokens"
 REVOKE = "DELETE /v1/tokens/{token_id}"
-ROUTES = (JOBS, CANCEL, TOKENS, REVOKE)
+WHAT_IF = "POST /v1/what-if"
+ROUTES = (JOBS, CANCEL, TOKENS, REVOKE, WHAT_IF)
 MAX_BODY = 1_048_576
 """The server's request-body limit (``create_app``'s default)."""
 
@@ -99,7 +101,8 @@ class Case:
 
     @property
     def id(self) -> str:
-        short = {JOBS: "jobs", CANCEL: "cancel", TOKENS: "tokens", REVOKE: "revoke"}[self.route]
+        short = {JOBS: "jobs", CANCEL: "cancel", TOKENS: "tokens", REVOKE: "revoke",
+                 WHAT_IF: "what-if"}[self.route]  # fmt: skip
         return f"{short}:{self.name}"
 
 
@@ -519,7 +522,22 @@ REVOKE_CASES: list[Case] = [
 # fmt: on
 
 
-CASES: list[Case] = JOB_CASES + CANCEL_CASES + TOKEN_CASES + REVOKE_CASES
+# --- POST /v1/what-if ----------------------------------------------------------------------
+
+
+def _asked(c: Case) -> Case:
+    """A job case asked as a what-if: the same refusal, and nothing stored, ever; where the
+    submission is accepted (201), 200 with a start estimate."""
+    ok = c.status == 201
+    return replace(c, route=WHAT_IF, status=200 if ok else c.status, effect=None, then=None,
+                   says=("start_estimate",) if ok else c.says)  # fmt: skip
+
+
+# Every job body but those sent as raw bytes on a socket of their own (the protocol layer's).
+WHAT_IF_CASES: list[Case] = [_asked(c) for c in JOB_CASES if c.wire is None]
+
+
+CASES: list[Case] = JOB_CASES + CANCEL_CASES + TOKEN_CASES + REVOKE_CASES + WHAT_IF_CASES
 
 
 def per_route(cases: list[Case]) -> dict[str, int]:

@@ -6,7 +6,8 @@ file of two queues, ``vision`` (organisation ``vision``) and ``nlp`` (``nlp``), 
 ownership applies, and ``preempt=True, min_runtime=0``. The hostile tenant is ``ana``, a
 plain ``user`` of tenant ``vision``; ``tests/hostile_cases.py`` holds the corpus: more than 20
 inputs for each write route (``POST /v1/jobs``, ``POST /v1/jobs/{id}/cancel``, ``POST
-/v1/tokens``, ``DELETE /v1/tokens/{id}``), each with the answer it must get.
+/v1/tokens``, ``DELETE /v1/tokens/{id}``), and every job body again as ``POST /v1/what-if``
+(the same refusal; nothing stored), each with the answer it must get.
 
 For every input: never a 5xx (nor a hang: every request has a 10 s timeout) and nothing in
 the server's log at ERROR; the documented status, in the one error shape ``{"error": str,
