@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("suanli.cli.budget", "budget_app"),
     "serve": ("suanli.cli.serve", "serve_command"),
     "submit": ("suanli.cli.client", "submit_command"),
+    "route": ("suanli.cli.route", "route_command"),
     "queue": ("suanli.cli.client", "queue_command"),
     "show": ("suanli.cli.client", "show_command"),
     "cancel": ("suanli.cli.client", "cancel_command"),

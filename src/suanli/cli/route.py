@@ -1,0 +1,62 @@
+"""``suanli route``: a live federation front (``suanli.federation.front``) routes one job among
+member control planes and submits it to the winner with its decision attached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from suanli.cli.client import load_spec
+from suanli.cli.client_http import JsonOption, print_json, refused
+from suanli.cli.errors import fail
+from suanli.core.model import SpecError
+from suanli.core.registry import UnknownPolicyError
+
+
+def route_command(
+    spec_file: Annotated[Path, typer.Argument(help="The job's spec file (YAML or JSON).")],
+    members: Annotated[
+        Path,
+        typer.Option(
+            "--members", "-m", help="The federation file: each member's URL, admin token and prices."
+        ),
+    ],
+    tenant: Annotated[
+        str | None, typer.Option(help="The job's tenant (default: the spec's tenant).")
+    ] = None,
+    router: Annotated[
+        str, typer.Option(help="first-admit, least-loaded, cheapest or suanli.")
+    ] = "suanli",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say where it would go; submit nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Route a job among the federation's members (each asked when it would start the job,
+    and for its GPUs) and submit it to the winner, its decision attached for suanli show."""
+    from suanli.federation.front import Front, load_members
+
+    spec = load_spec(spec_file)
+    if tenant is not None:
+        spec["tenant"] = tenant
+    if not spec.get("tenant"):
+        fail("name the job's tenant (--tenant or the spec's 'tenant'): the front submits "
+             "with the members' admin tokens")  # fmt: skip
+    try:
+        front = Front(load_members(members), router)
+    except (SpecError, UnknownPolicyError) as e:
+        fail(str(e))
+    try:
+        routed = front.route(spec) if dry_run else front.submit(spec)
+    except SpecError as e:
+        refused(str(e))
+    if as_json:
+        print_json({"route": routed.route.as_dict(), "job": routed.job_id})
+        return
+    typer.echo(routed.route.explain())
+    if routed.job_id is not None:
+        typer.echo(f"Submitted job {routed.job_id} to member {routed.route.member}")
+    else:
+        typer.echo("Nothing was submitted (--dry-run)")
