@@ -6,7 +6,9 @@ where the job did not go."""
 
 from __future__ import annotations
 
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,35 @@ def test_a_bad_federation_file_is_refused_naming_what_and_where(
     with pytest.raises(SpecError, match=says) as e:
         load_members(path)
     assert str(path) in str(e.value)
+
+
+def test_a_member_whose_answers_are_not_the_apis_counts_as_down(tmp_path: Path) -> None:
+    """Something else listens at a member's address (a web page for every path): the front
+    excludes it as down, saying why, and routes nowhere."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html>not suanli</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        token = tmp_path / "t"
+        token.write_text("x")
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        front = Front(load_members(federation(tmp_path, [("web", url, str(token))])))
+        r = front.route({"command": ["true"], "gpus": 1, "tenant": "t"}).route
+        assert r.member is None
+        assert dict(r.excluded)["web"].startswith("down: its answer is not the API's")
+    finally:
+        server.shutdown()

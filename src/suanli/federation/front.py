@@ -162,7 +162,12 @@ class Front:
         answer = self._call(member, "POST", "/v1/jobs", {**spec, "routing": r.as_dict()})
         if isinstance(answer, str):
             raise SpecError(f"member {member.name} did not take the job: {answer}")
-        return Routed(r, routed.candidates, str(answer.json()["id"]))
+        try:
+            job_id = str(answer.json()["id"])
+        except (ValueError, TypeError, KeyError) as e:
+            raise SpecError(f"member {member.name} answered the submission with something "
+                            f"that is not the API's ({type(e).__name__}: {e})") from None  # fmt: skip
+        return Routed(r, routed.candidates, job_id)
 
     # ------------------------------------------------------------------ one member
     def _call(self, m: FrontMember, method: str, path: str, body: Any = None) -> httpx.Response | str:
@@ -180,10 +185,18 @@ class Front:
         return r
 
     def _candidate(self, order: int, m: FrontMember, spec: dict[str, Any]) -> Candidate:
+        try:
+            return self._ask(order, m, spec)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:  # not the API's JSON
+            return Candidate(m.name, order, excluded=(
+                f"down: its answer is not the API's ({type(e).__name__}: {e})"))  # fmt: skip
+
+    def _ask(self, order: int, m: FrontMember, spec: dict[str, Any]) -> Candidate:
         nodes = self._call(m, "GET", "/v1/nodes")
         if isinstance(nodes, str):
             return Candidate(m.name, order, excluded=nodes)
-        accepts = set(spec.get("gpu_models") or ())
+        listed = spec.get("gpu_models")
+        accepts = set(listed) if isinstance(listed, list) else set()  # else: the member judges
         gpus_by_model: dict[str, int] = {}
         for n in nodes.json().get("nodes", []):
             model = n.get("gpu_model")
