@@ -98,3 +98,29 @@ def test_what_ifs_are_limited_per_tenant_apart_from_submissions(tmp_path: Path) 
             assert other.post("/v1/what-if", json=spec).status_code == 200
     finally:
         srv.stop()
+
+
+def test_the_answer_holds_against_what_then_happens(tmp_path: Path) -> None:
+    """Against the real run: the GPU is held by a job that runs 3 s and may run at most
+    8 s; a what-if for a job behind it says when it would start; submitted at once, the job
+    is admitted no sooner than the holder ended, and no later than the P90 said (the plan
+    counts the holder at its maximum runtime; 2 s allowed for the control plane's own
+    launch and exit detection, which no plan of runtimes holds)."""
+    srv = start(tmp_path / "state", str(tmp_path / "suanli.db"), gpus=1)
+    try:
+        with srv.client(tenant_token(srv, "vision")) as c:
+            holder = submit(c, command=[PY, "-c", "import time; time.sleep(3)"], gpus=1,
+                            max_runtime=8)  # fmt: skip
+            wait_state(c, holder, "running")
+            spec = {"command": [PY, "-c", "pass"], "gpus": 1, "max_runtime": 4}
+            said = c.post("/v1/what-if", json=spec).json()
+            assert said["room_now"] is False
+            job = submit(c, **spec)
+            assert wait_state(c, job, "succeeded")["state"] == "succeeded"
+            (ran,) = c.get(f"/v1/jobs/{job}").json()["attempts"]
+            (held,) = c.get(f"/v1/jobs/{holder}").json()["attempts"]
+            admitted = ms(ran["admitted_at"])
+            assert admitted <= ms(said["start_estimate"]["p90"]) + 2000
+            assert admitted >= ms(held["ended_at"]) - 1000
+    finally:
+        srv.stop()
