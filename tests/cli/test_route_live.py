@@ -157,3 +157,39 @@ def test_a_member_whose_answers_are_not_the_apis_counts_as_down(tmp_path: Path) 
         assert dict(r.excluded)["web"].startswith("down: its answer is not the API's")
     finally:
         server.shutdown()
+
+
+def test_the_front_asks_every_member_at_once(tmp_path: Path) -> None:
+    """Two members' first requests are in flight together (each waits at a barrier for the
+    other before answering), so a slow member costs the front one timeout, not one each."""
+    met = threading.Barrier(2, timeout=10)
+    together: list[bool] = []
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            try:
+                met.wait()
+                together.append(True)
+            except threading.BrokenBarrierError:
+                together.append(False)
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    servers = [HTTPServer(("127.0.0.1", 0), Slow) for _ in range(2)]
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    try:
+        token = tmp_path / "t"
+        token.write_text("x")
+        fed = federation(tmp_path, [(f"m{k}", f"http://127.0.0.1:{s.server_address[1]}", str(token))
+                                    for k, s in enumerate(servers)])  # fmt: skip
+        r = Front(load_members(fed)).route({"command": ["true"], "gpus": 1, "tenant": "t"}).route
+        assert together == [True, True]
+        assert all(why.startswith("down: it answered 503") for _, why in r.excluded)
+    finally:
+        for s in servers:
+            s.shutdown()

@@ -52,6 +52,8 @@ DEFAULT_RUN_S = 3600.0
 """A job's run where it gives neither ``estimate`` nor ``max_runtime``."""
 TIMEOUT_S = 15.0
 """How long a member has to answer one request (its what-if waits up to 10 s for a pass)."""
+MAX_ASKING = 16
+"""The most members asked at once."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,14 @@ class Front:
         self.router = create("router", router, **options)
 
     def candidates(self, spec: dict[str, Any]) -> list[Candidate]:
-        """Each member as the job at hand finds it, in the federation's order."""
-        return [self._candidate(k, m, spec) for k, m in enumerate(self.members)]
+        """Each member as the job at hand finds it, in the federation's order: all asked at
+        once, so that a slow or unreachable member costs the front one timeout, not one
+        each."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(len(self.members), MAX_ASKING)) as pool:
+            return list(pool.map(lambda km: self._candidate(km[0], km[1], spec),
+                                 enumerate(self.members)))  # fmt: skip
 
     def route(self, spec: dict[str, Any]) -> Routed:
         """The router's decision for ``spec`` (a job spec, its tenant named), sending
