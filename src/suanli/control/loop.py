@@ -79,7 +79,7 @@ from suanli.control.inventory import Inventory
 from suanli.control.lifecycle import Lifecycle
 from suanli.control.metering import meter_attempt
 from suanli.control.metrics import ControlMetrics
-from suanli.control.reclaim import IdleWatch
+from suanli.control.reclaim import IdleReclaim, IdleWatch
 from suanli.control.repair import Repair
 from suanli.control.resize import Resizer
 from suanli.control.services import ServiceKeeper
@@ -166,7 +166,7 @@ class ControlConfig:
         return Setting(t.tenancy, t.priority_classes, self.preemption, dict(t.admission))
 
 
-class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle):
+class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle, IdleReclaim):
     """See the module docstring. Not thread-safe: one thread calls ``recover`` and ``step``
     (``run`` does both)."""
 
@@ -579,69 +579,6 @@ class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle):
         live.state = "stopping"
         self._send_stop(live)
         return True
-
-    # ------------------------------------------------------------------ idle reclaim
-    def _watch_idle(self, now: float) -> None:
-        """Feed the idle watch the new samples and reclaim what it says is idle past its
-        grace period (``suanli.control.reclaim``), once some job waits: reclaiming GPUs
-        nobody waits for would only restart the job on them. Until then it stays due, as
-        long as it stays idle."""
-        idle = self.idle
-        assert idle is not None
-        try:
-            for live in idle.tick(now, self.live):
-                self.idle_due[live.key] = live
-        except Exception:  # noqa: BLE001 - reading samples must not stop scheduling
-            log.exception("idle watch: pass failed; scheduling goes on")
-            return
-        waiting = len(self.sched) > 0
-        for key, live in list(self.idle_due.items()):
-            if self.live.get(key) is not live or live.state != "running":
-                del self.idle_due[key]
-            elif not idle.flagged(live, now):
-                del self.idle_due[key]  # busy again: the tracker starts afresh
-            elif waiting:
-                del self.idle_due[key]
-                with self._guard(live.job.id, "reclaiming its idle GPUs"):
-                    self._reclaim_idle(live, now)
-        if self.metrics is not None:
-            self.metrics.set_job_idle(idle.flags)
-
-    def _reclaim_idle(self, live: LiveAttempt, now: float) -> None:
-        """Stop an idle attempt as a preemption does (its stop signal, its grace, then the
-        kill) and requeue its job behind the jobs waiting now; its next attempt finds its
-        checkpoint directory as it left it. The cycle did not evict it, so its resources
-        are released in the scheduler here. With the ``shrink`` action, an elastic job above
-        its minimum is shrunk to it instead (``suanli.control.resize``)."""
-        if live.key not in self.live or live.state != "running":
-            return
-        p = self.config.idle
-        assert p is not None
-        least = live.spec.workers.min_workers
-        if p.action == "shrink" and self._resizable(live) and len(live.slots) > least:
-            # An elastic job gives back all but its minimum and goes on (one already at its
-            # minimum is preempted below, as a job that is not elastic).
-            self._shrink(live, least, f"its GPUs were idle (duty below {p.threshold:.3g} for "
-                         f"{p.window:g} s and {p.grace:g} s after the warning)", now)  # fmt: skip
-            return
-        why = (f"reclaimed: its GPUs were idle (duty below {p.threshold:.3g} for "
-               f"{p.window:g} s and {p.grace:g} s after the warning)")  # fmt: skip
-        with self.store.begin() as conn:
-            js.release_claims(conn, live.job.id, live.attempt)
-            js.attempt_stopping(conn, live.job.id, live.attempt, to_ms(now), "preempted")
-            js.set_job_state(
-                conn, live.job.id, "pending", to_ms(now), reason=why, event="reclaimed"
-            )
-        self.sched.release(live.placement, live.job.id, now)
-        job = replace(live.job, submit=max(live.job.submit, now))  # behind those waiting
-        self.sched.submit(job, now, requeued=True)
-        self._requeued(live, job)
-        if self.metrics is not None:
-            self.metrics.preempted(live.job.queue, "idle")
-        live.why_stopping = Outcome.PREEMPTED
-        self._drain(live)
-        live.state = "stopping"
-        self._send_stop(live)
 
     def _drain(self, live: LiveAttempt) -> None:
         for tp in live.placement.tasks:

@@ -14,6 +14,9 @@ attempt's readings to the tracker, at the time each was read. Then, by the track
   to the loop, which reclaims it by the policy's action (``Controller._reclaim_idle``) once
   some job waits, if it is still idle then.
 
+``IdleReclaim`` is the loop's half of it (a part of ``suanli.control.loop.Controller``): it
+feeds the watch each pass and reclaims what is due.
+
 ``flagged`` is what ``suanli_job_gpu_idle`` exports: 1 for a running job idle for the whole
 window (warned, exempt or in its grace period), 0 for one that is not. Attempts are tracked
 by ``(job, attempt)``: a requeued job starts afresh. Without samples (no NVML, sampling off)
@@ -24,14 +27,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from suanli.control.attempts import LiveAttempt
+from suanli.backends.base import Outcome
+from suanli.control.attempts import LiveAttempt, to_ms
 from suanli.core.idle import IdlePolicy, IdleTracker, Verdict
 from suanli.store import Store
 from suanli.store import jobs as js
 from suanli.store import utilisation as su
+
+if TYPE_CHECKING:
+    from suanli.control.loop import Controller
 
 log = logging.getLogger("suanli.control.reclaim")
 
@@ -139,3 +147,70 @@ class IdleWatch:
             for key, a in running.items()
         }
         return reclaim
+
+
+class IdleReclaim:
+    """The loop's idle reclaim, a part of ``Controller`` (module docstring); it has no state
+    of its own (the loop's ``idle`` watch and ``idle_due`` attempts)."""
+
+    def _watch_idle(self: Controller, now: float) -> None:
+        """Feed the idle watch the new samples and reclaim what it says is idle past its
+        grace period (``suanli.control.reclaim``), once some job waits: reclaiming GPUs
+        nobody waits for would only restart the job on them. Until then it stays due, as
+        long as it stays idle."""
+        idle = self.idle
+        assert idle is not None
+        try:
+            for live in idle.tick(now, self.live):
+                self.idle_due[live.key] = live
+        except Exception:  # noqa: BLE001 - reading samples must not stop scheduling
+            log.exception("idle watch: pass failed; scheduling goes on")
+            return
+        waiting = len(self.sched) > 0
+        for key, live in list(self.idle_due.items()):
+            if self.live.get(key) is not live or live.state != "running":
+                del self.idle_due[key]
+            elif not idle.flagged(live, now):
+                del self.idle_due[key]  # busy again: the tracker starts afresh
+            elif waiting:
+                del self.idle_due[key]
+                with self._guard(live.job.id, "reclaiming its idle GPUs"):
+                    self._reclaim_idle(live, now)
+        if self.metrics is not None:
+            self.metrics.set_job_idle(idle.flags)
+
+    def _reclaim_idle(self: Controller, live: LiveAttempt, now: float) -> None:
+        """Stop an idle attempt as a preemption does (its stop signal, its grace, then the
+        kill) and requeue its job behind the jobs waiting now; its next attempt finds its
+        checkpoint directory as it left it. The cycle did not evict it, so its resources
+        are released in the scheduler here. With the ``shrink`` action, an elastic job above
+        its minimum is shrunk to it instead (``suanli.control.resize``)."""
+        if live.key not in self.live or live.state != "running":
+            return
+        p = self.config.idle
+        assert p is not None
+        least = live.spec.workers.min_workers
+        if p.action == "shrink" and self._resizable(live) and len(live.slots) > least:
+            # An elastic job gives back all but its minimum and goes on (one already at its
+            # minimum is preempted below, as a job that is not elastic).
+            self._shrink(live, least, f"its GPUs were idle (duty below {p.threshold:.3g} for "
+                         f"{p.window:g} s and {p.grace:g} s after the warning)", now)  # fmt: skip
+            return
+        why = (f"reclaimed: its GPUs were idle (duty below {p.threshold:.3g} for "
+               f"{p.window:g} s and {p.grace:g} s after the warning)")  # fmt: skip
+        with self.store.begin() as conn:
+            js.release_claims(conn, live.job.id, live.attempt)
+            js.attempt_stopping(conn, live.job.id, live.attempt, to_ms(now), "preempted")
+            js.set_job_state(
+                conn, live.job.id, "pending", to_ms(now), reason=why, event="reclaimed"
+            )
+        self.sched.release(live.placement, live.job.id, now)
+        job = replace(live.job, submit=max(live.job.submit, now))  # behind those waiting
+        self.sched.submit(job, now, requeued=True)
+        self._requeued(live, job)
+        if self.metrics is not None:
+            self.metrics.preempted(live.job.queue, "idle")
+        live.why_stopping = Outcome.PREEMPTED
+        self._drain(live)
+        live.state = "stopping"
+        self._send_stop(live)
