@@ -124,3 +124,23 @@ def test_the_answer_holds_against_what_then_happens(tmp_path: Path) -> None:
             assert admitted >= ms(held["ended_at"]) - 1000
     finally:
         srv.stop()
+
+
+def test_a_loop_that_runs_no_passes_is_503_at_once(tmp_path: Path) -> None:
+    """While the loop runs no passes (here: marked failed, as a loop that died is), nothing
+    would answer: 503 at once with the loop's state, not a wait for a pass that never comes;
+    once it runs again, what-ifs are answered."""
+    srv = start(tmp_path / "state", str(tmp_path / "suanli.db"), gpus=1)
+    try:
+        spec = {"command": [PY, "-c", "pass"], "gpus": 1}
+        health = srv.server.controller.health
+        with srv.client(tenant_token(srv, "vision")) as c:
+            health.state, health.error = "failed", "RuntimeError: boom"
+            t0 = time.monotonic()
+            r = c.post("/v1/what-if", json=spec)
+            assert r.status_code == 503 and time.monotonic() - t0 < 5
+            assert "the scheduler loop is failed: RuntimeError: boom" in r.json()["error"]
+            health.state, health.error = "running", None
+            assert c.post("/v1/what-if", json=spec).status_code == 200
+    finally:
+        srv.stop()

@@ -108,6 +108,10 @@ from suanli.store import jobs as js
 
 log = logging.getLogger("suanli.control")
 
+class Unanswered(RuntimeError):
+    """A what-if the loop cannot answer now (``Controller.ask_what_if``)."""
+
+
 ASKS_PER_PASS = 64
 """The most what-ifs (``POST /v1/what-if``) one pass answers; the rest wait for the next."""
 
@@ -315,7 +319,13 @@ class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle, IdleReclaim):
     def ask_what_if(self, job: Job) -> Future[WhatIf]:
         """When ``job`` would start if it were submitted now, without queueing it: answered
         by the loop's next pass, once its plan is up to date (``LiveStarts.what_if``). Safe
-        to call from any thread; an asker that gives up cancels the future."""
+        to call from any thread; an asker that gives up cancels the future. ``Unanswered``
+        while the loop does not run passes (recovering, failed, stopped): nothing would
+        answer."""
+        h = self.health
+        if h.state != "running":
+            why = f": {h.error}" if h.error and h.state != "starting" else ""
+            raise Unanswered(f"the scheduler loop is {h.state}{why}")
         f: Future[WhatIf] = Future()
         self.asks.put((job, f))
         return f
