@@ -94,6 +94,14 @@ def submit(c: httpx.Client, **spec: Any) -> str:
     return str(r.json()["id"])
 
 
+def hold_gpu(c: httpx.Client, sleep_s: float, max_runtime: float) -> str:
+    """A one-GPU job that sleeps ``sleep_s`` and may run ``max_runtime``, once it runs."""
+    job = submit(c, command=[PY, "-c", f"import time; time.sleep({sleep_s})"], gpus=1,
+                 max_runtime=max_runtime)  # fmt: skip
+    wait_state(c, job, "running")
+    return job
+
+
 def submit_in_outage(c: httpx.Client, n: int = 16, deadline_s: float = DEADLINE_S) -> list[str]:
     """Submit ``n`` one-GPU jobs while the execution engine is unreachable: every one is taken
     in and stays pending, and the last is told that the engine has not answered."""

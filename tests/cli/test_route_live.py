@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pg import location_fixture, postgres_server  # noqa: F401  (postgres_server: a fixture)
-from serving import PY, free_port, run_cli, start, submit, tenant_token, wait_state
+from serving import PY, free_port, hold_gpu, run_cli, start, tenant_token, wait_state
 from suanli.cli.main import app as cli
 from suanli.core.model import SpecError
 from suanli.core.routing import Route
@@ -40,9 +40,7 @@ def test_the_front_routes_to_the_member_that_starts_it_first_and_explains_why(
     idle = start(tmp_path / "idle", str(tmp_path / "idle.db"), gpus=1)
     try:
         with busy.client(tenant_token(busy, "vision")) as c:
-            hour = submit(c, command=[PY, "-c", "import time; time.sleep(60)"], gpus=1,
-                          max_runtime=3600)  # fmt: skip
-            wait_state(c, hour, "running")
+            hour = hold_gpu(c, 60, max_runtime=3600)
         down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         fed = federation(tmp_path, [("busy", busy.url, str(busy.state / "admin.token")),
                                     ("idle", idle.url, str(idle.state / "admin.token")),

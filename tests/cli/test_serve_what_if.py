@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from pg import location_fixture, postgres_server  # noqa: F401  (postgres_server: a fixture)
-from serving import PY, run_cli, start, submit, tenant_token, wait_state
+from serving import PY, hold_gpu, run_cli, start, submit, tenant_token, wait_state
 
 db_location = location_fixture()
 
@@ -42,9 +42,7 @@ def test_what_if_says_when_a_job_would_start_and_queues_nothing(
             assert c.get("/v1/jobs").json()["jobs"] == []  # nothing was queued
 
             # The only GPU held by a job of an hour: no room now, and a start about an hour on.
-            long = submit(c, command=[PY, "-c", "import time; time.sleep(60)"], gpus=1,
-                          max_runtime=3600)  # fmt: skip
-            wait_state(c, long, "running")
+            long = hold_gpu(c, 60, max_runtime=3600)
             busy = c.post("/v1/what-if", json=spec).json()
             assert busy["room_now"] is False and busy["load"] == 1.0
             now = round(time.time() * 1000)
@@ -109,9 +107,7 @@ def test_the_answer_holds_against_what_then_happens(tmp_path: Path) -> None:
     srv = start(tmp_path / "state", str(tmp_path / "suanli.db"), gpus=1)
     try:
         with srv.client(tenant_token(srv, "vision")) as c:
-            holder = submit(c, command=[PY, "-c", "import time; time.sleep(3)"], gpus=1,
-                            max_runtime=8)  # fmt: skip
-            wait_state(c, holder, "running")
+            holder = hold_gpu(c, 3, max_runtime=8)
             spec = {"command": [PY, "-c", "pass"], "gpus": 1, "max_runtime": 4}
             said = c.post("/v1/what-if", json=spec).json()
             assert said["room_now"] is False
