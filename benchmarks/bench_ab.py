@@ -18,6 +18,8 @@ medians and ``new / base``. Scenarios, each the tree's own benchmark script:
   fgd           suanli bench fgd --pods default --seeds 42 --workers 1 --json
   predict       suanli bench predict --trace philly --jobs 30000 (FIFO, FIFO with EASY, LAS,
                 QSSF on history; start-time estimates in every row but the search's)
+  network       suanli bench network --seeds 0 --workers 1 (the four routers, federation and
+                ledger, on the compute network's fixed week)
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ SCENARIOS: dict[str, list[str]] = {
     "predict": ["-m", "suanli.cli.main", "bench", "predict", "--trace", "philly", "--jobs",
                 "30000", "--policies", "fifo/easy@history+best-fit,las+best-fit,"
                 "qssf@history+best-fit", "--workers", "1", "--json"],
+    "network": ["-m", "suanli.cli.main", "bench", "network", "--seeds", "0", "--workers", "1",
+                "--json"],
 }  # fmt: skip
 
 PROBE = "import suanli, sys; sys.stdout.write(suanli.__file__)"
