@@ -6,6 +6,7 @@ where the job did not go."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -19,7 +20,7 @@ from serving import PY, free_port, hold_gpu, run_cli, start, tenant_token, wait_
 from suanli.cli.main import app as cli
 from suanli.core.model import SpecError
 from suanli.core.routing import Route
-from suanli.federation.front import Front, load_members
+from suanli.federation.front import Front, load_federation, load_members
 
 db_location = location_fixture()
 
@@ -101,6 +102,9 @@ def test_the_front_routes_to_the_member_that_starts_it_first_and_explains_why(
         idle.stop()
 
 
+ONE = "members:\n  - {name: a, url: 'http://x', token: t, prices: {H100: 1}}\n"
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -113,6 +117,18 @@ def test_the_front_routes_to_the_member_that_starts_it_first_and_explains_why(
          "  - {name: a, url: 'http://y', token: t, prices: {H100: 1}}\n", "unique"),
         ("members:\n  - {name: a, url: 'http://x', token: t, prices: {H100: 1}, port: 1}\n", "port"),
         ("members: [\n", "not valid YAML"),
+        (ONE + "regions: []\n", "unknown field"),
+        (ONE + "datasets:\n  - {name: d, gb: 10, at: [b]}\n", "names no member of the file: b"),
+        (ONE + "datasets:\n  - {name: d, gb: -1, at: [a]}\n", "data set 1 \\(d\\): gb"),
+        (ONE + "datasets:\n  - {name: d, gb: 1, at: []}\n", "at least one"),
+        (ONE + "datasets:\n  - {name: d, gb: 1, at: a, jurisdictions: []}\n", "jurisdictions"),
+        (ONE + "datasets:\n  - {name: d, gb: 1, at: a}\n  - {name: d, gb: 2, at: a}\n", "unique"),
+        (ONE + "network: {gbps: 0}\n", "network: gbps"),
+        (ONE + "network: {mbps: 10}\n", "network: a mapping"),
+        ("members:\n  - {name: a, url: 'http://x', token: t, prices: {H100: 1}, site: [91, 0]}\n",
+         "site"),
+        ("members:\n  - {name: a, url: 'http://x', token: t, prices: {H100: 1}, egress_usd_gb: x}\n",
+         "egress_usd_gb"),
     ],
 )
 def test_a_bad_federation_file_is_refused_naming_what_and_where(
@@ -191,3 +207,168 @@ def test_the_front_asks_every_member_at_once(tmp_path: Path) -> None:
     finally:
         for s in servers:
             s.shutdown()
+
+
+DUBLIN, VIRGINIA = (53.35, -6.26), (38.95, -77.45)
+
+
+def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """Written out here, apart from the project's: the spherical law of cosines."""
+    la1, lo1, la2, lo2 = map(math.radians, (*a, *b))
+    c = math.sin(la1) * math.sin(la2) + math.cos(la1) * math.cos(la2) * math.cos(lo2 - lo1)
+    return 6371.0 * math.acos(c)
+
+
+class Spy(BaseHTTPRequestHandler):
+    """A member that records every request it gets and answers none of them well."""
+
+    asked: list[str] = []
+
+    def do_GET(self) -> None:
+        Spy.asked.append(self.path)
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_front_keeps_the_federations_rules_and_prices_the_datas_move(
+    tmp_path: Path, db_location: str
+) -> None:
+    """Two live members, eu (Dublin, EU) and us (Virginia, US, and cheaper), and a spy in the
+    US that records whatever it is asked. A job's data residency, its owner's regions, its
+    users' latency and its budget each exclude a member with the reason, and a member so
+    excluded is never told of the job; a data set held elsewhere is priced as moved, at the
+    file's egress and link figures, against a distance worked out here."""
+    eu = start(tmp_path / "eu", db_location, gpus=1)
+    us = start(tmp_path / "us", str(tmp_path / "us.db"), gpus=1)
+    spy = HTTPServer(("127.0.0.1", 0), Spy)
+    threading.Thread(target=spy.serve_forever, daemon=True).start()
+    Spy.asked = []
+    try:
+        fed = tmp_path / "federation.yaml"
+        fed.write_text(f"""
+members:
+  - {{name: eu, url: '{eu.url}', token_file: '{eu.state / "admin.token"}', prices: {{H100: 12.0}},
+     site: {list(DUBLIN)}, jurisdiction: EU, egress_usd_gb: 0.02}}
+  - {{name: us, url: '{us.url}', token_file: '{us.state / "admin.token"}', prices: {{H100: 10.0}},
+     site: {list(VIRGINIA)}, jurisdiction: US, egress_usd_gb: 0.02}}
+  - {{name: spy, url: 'http://127.0.0.1:{spy.server_address[1]}', token: x,
+     prices: {{H100: 1.0}}, site: {list(VIRGINIA)}, jurisdiction: US}}
+datasets:
+  - {{name: scans, gb: 500, at: [eu], jurisdictions: [EU]}}
+  - {{name: weights, gb: 2000, at: eu}}
+  - {{name: corpus, gb: 100, at: [eu, us]}}
+network: {{gbps: 10, hour_usd: 2.25}}
+""")
+        front = Front(load_federation(fed))
+        spec = {"command": [PY, "-c", "pass"], "gpus": 1, "estimate": 600, "tenant": "vision"}
+
+        def route(**asks: object) -> tuple[Route, dict[str, object]]:
+            routed = front.route({**spec, "federation": asks} if asks else spec)
+            return routed.route, {c.member: c for c in routed.candidates}
+
+        # Nothing asked of the federation: both idle, us is cheaper; the spy is down.
+        r, _ = route()
+        assert r.member == "us", r.explain()
+        assert dict(r.excluded)["spy"].startswith("down: it answered 503")
+        asked = len(Spy.asked)
+
+        # Data that may stay only in the EU: us and the spy are excluded, and not asked.
+        r, _ = route(data=["scans"])
+        assert r.member == "eu", r.explain()
+        why = dict(r.excluded)
+        assert why["us"] == why["spy"] == "data residency: data set scans may stay only in EU"
+        assert len(Spy.asked) == asked
+
+        # 2,000 GB held only at eu: moving it to us is priced, and the job starts no sooner.
+        r, c = route(data=["weights"])
+        rtt_ms = 2 * great_circle_km(DUBLIN, VIRGINIA) / 200.0  # light in fibre: 200 km a ms
+        seconds = 2000 * 8 / 10 + rtt_ms / 1000
+        assert 5000 < great_circle_km(DUBLIN, VIRGINIA) < 5700  # about 5,450 km
+        assert c["us"].move_gb == 2000 and c["eu"].move_gb == 0
+        assert c["us"].move_s == pytest.approx(seconds, rel=1e-3)
+        assert c["us"].move_cost == pytest.approx(2000 * 0.02 + seconds / 3600 * 2.25, rel=1e-3)
+        assert c["us"].start_s >= c["us"].move_s and not c["us"].admits_now
+        assert r.member == "eu", r.explain()  # $41 and 27 minutes to save $0.33 of compute
+        # Held at both: nothing moves.
+        r, c = route(data=["corpus"])
+        assert r.member == "us" and c["us"].move_gb == c["eu"].move_gb == 0
+
+        # The owner's regions.
+        r, _ = route(regions=["eu"])
+        assert r.member == "eu" and dict(r.excluded)["us"] == "the owner allows only eu"
+
+        # An online job's users in Dublin, within 30 ms: Virginia is about 55 ms away.
+        online = {**spec, "priority_class": "online"}
+        routed = front.route({**online, "federation": {"home": "eu", "max_latency_ms": 30}})
+        assert routed.route.member == "eu", routed.route.explain()
+        far = dict(routed.route.excluded)["us"]
+        assert far == f"{rtt_ms:.0f} ms from its users, more than 30 ms"
+
+        # A budget: an hour at most (max_runtime) of eu's $12 GPU passes $11; us's $10 does not.
+        capped = {**spec, "max_runtime": 3600}
+        r = front.route({**capped, "federation": {"budget_usd": 11}}).route
+        assert r.member == "us" and dict(r.excluded)["eu"] == "budget: its worst case $12.00 passes $11.00"
+        # With the 2,000 GB to move to us, no member is within it: nothing is sent.
+        with pytest.raises(SpecError, match="no member may take the job") as e:
+            front.submit({**capped, "federation": {"budget_usd": 11, "data": ["weights"]}})
+        assert "budget: its worst case $51." in str(e.value)
+
+        # Submitted: the member gets the job without the block, and the decision with the move.
+        sent = front.submit({**spec, "federation": {"data": ["weights"]}})
+        assert sent.route.member == "eu" and sent.job_id is not None
+        with eu.client() as admin:
+            kept = admin.get(f"/v1/jobs/{sent.job_id}").json()["job"]["spec"]
+            assert "federation" not in kept
+            scores = {s.member: dict(s.parts) for s in Route.from_dict(kept["routing"]).scores}
+            assert scores["us"]["move $"] == pytest.approx(2000 * 0.02 + seconds / 3600 * 2.25,
+                                                           rel=1e-3)  # fmt: skip
+            assert wait_state(admin, sent.job_id, "succeeded")["state"] == "succeeded"
+        with us.client() as admin:
+            assert admin.get("/v1/jobs").json()["jobs"] == []
+
+        # The command line reads the block from the job's file.
+        job = tmp_path / "job.yaml"
+        job.write_text(f"command: [{PY!r}, -c, pass]\ngpus: 1\nfederation: {{data: [scans]}}\n")
+        out = CliRunner().invoke(cli, ["route", str(job), "-m", str(fed), "--tenant", "vision",
+                                       "--dry-run"])  # fmt: skip
+        assert out.exit_code == 0, out.output
+        assert "routed to eu" in out.output
+        assert "us: excluded: data residency: data set scans may stay only in EU" in out.output
+    finally:
+        spy.shutdown()
+        eu.stop()
+        us.stop()
+
+
+@pytest.mark.parametrize(
+    ("asks", "says"),
+    [
+        ("nonsense", "a mapping of"),
+        ({"zone": "eu"}, "unknown field\\(s\\) zone"),
+        ({"data": ["nowhere"]}, "data: no data set nowhere in the federation file"),
+        ({"regions": ["mars"]}, "regions: no member mars"),
+        ({"regions": [1]}, "regions: a list of names"),
+        ({"home": "mars"}, "home: 'mars' is not a member"),
+        ({"budget_usd": 10}, "budget_usd needs the job's max_runtime"),
+        ({"budget_usd": -1}, "budget_usd: must be a finite number >= 0"),
+        ({"max_latency_ms": 30, "home": "a"}, "online job"),
+        ({"max_latency_ms": float("nan"), "home": "a"}, "max_latency_ms: must be a finite"),
+    ],
+)
+def test_a_bad_federation_block_is_refused_before_any_member_is_asked(
+    tmp_path: Path, asks: object, says: str
+) -> None:
+    """The job's ``federation`` block is checked against the file first: nothing is sent
+    (the member's address has nothing listening; were it asked, it would be 'down')."""
+    fed = tmp_path / "federation.yaml"
+    fed.write_text(f"members:\n  - {{name: a, url: 'http://127.0.0.1:{free_port()}', token: t, "
+                   "prices: {H100: 1}}\ndatasets:\n  - {name: d, gb: 1, at: a}\n")  # fmt: skip
+    front = Front(load_federation(fed))
+    with pytest.raises(SpecError, match=says):
+        front.route({"command": ["true"], "gpus": 1, "tenant": "t", "federation": asks})

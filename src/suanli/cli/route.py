@@ -20,7 +20,9 @@ def route_command(
     members: Annotated[
         Path,
         typer.Option(
-            "--members", "-m", help="The federation file: each member's URL, admin token and prices."
+            "--members",
+            "-m",
+            help="The federation file: each member's URL, admin token and prices; its data sets.",
         ),
     ],
     tenant: Annotated[
@@ -36,7 +38,7 @@ def route_command(
 ) -> None:
     """Route a job among the federation's members (each asked when it would start the job,
     and for its GPUs) and submit it to the winner, its decision attached for suanli show."""
-    from suanli.federation.front import Front, load_members
+    from suanli.federation.front import Front, load_federation
 
     spec = load_spec(spec_file)
     if tenant is not None:
@@ -45,7 +47,7 @@ def route_command(
         fail("name the job's tenant (--tenant or the spec's 'tenant'): the front submits "
              "with the members' admin tokens")  # fmt: skip
     try:
-        front = Front(load_members(members), router)
+        front = Front(load_federation(members), router)
     except (SpecError, UnknownPolicyError) as e:
         fail(str(e))
     try:

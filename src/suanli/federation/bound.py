@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from suanli.core.model import MILLI, SpecError
-from suanli.federation.model import Federation, FedJob
+from suanli.federation.model import Federation, FedJob, not_allowed, too_far
 
 __all__ = ["JctBound", "fastest_allowed", "jct_bound"]
 
@@ -97,14 +97,12 @@ def _allowed(fed: Federation, fj: FedJob, p: _Pool) -> bool:
     """Whether ``fj`` could ever run on ``p``: the owner's regions, its data's residency, its
     users' latency, its GPU models and a node of the pool large enough for one task."""
     t = fj.job.task
-    if fj.regions and p.region not in fj.regions:
-        return False
     region = fed.region(p.region)
-    if fed.residency(fj, region):
+    if not_allowed(fj.regions, p.region) or fed.residency(fj, region):
         return False
-    if fj.online and fj.max_latency_ms is not None:
-        if fed.network.latency_ms(fed.region(fj.home), region) > fj.max_latency_ms:
-            return False
+    if fj.online and too_far(fed.network.latency_ms(fed.region(fj.home), region),
+                             fj.max_latency_ms):  # fmt: skip
+        return False
     if t.gpu_models and p.model not in t.gpu_models:
         return False
     return p.node_gpus >= max(t.gpus, 1)

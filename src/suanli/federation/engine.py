@@ -52,7 +52,7 @@ from suanli.core.model import MILLI, Job, TaskRequest
 from suanli.core.registry import create
 from suanli.core.routing import Candidate, Route, RouteRequest, winner
 from suanli.federation.member import RESERVED, Member, Offer
-from suanli.federation.model import Federation, FedJob, Region
+from suanli.federation.model import Federation, FedJob, Region, not_allowed, over_budget, too_far
 from suanli.federation.prices import SPOT_PERIOD_S, spot_multiplier
 
 __all__ = ["FedResult", "JobOutcome", "Move", "federate"]
@@ -253,9 +253,8 @@ class _Run:
             return "already tried: the job waited there far longer than predicted"
         if not m.up(now):
             return "down"
-        if fj.regions and m.name not in fj.regions:
-            return f"the owner allows only {', '.join(sorted(fj.regions))}"
-        return self.fed.residency(fj, m.region) or m.never(job)
+        return (not_allowed(fj.regions, m.name) or self.fed.residency(fj, m.region)
+                or m.never(job))  # fmt: skip
 
     def candidates(self, fj: FedJob, job: Job, now: float, skip: str = "") -> list[Candidate]:
         """One candidate per member, and for a router that picks a GPU model too
@@ -267,8 +266,8 @@ class _Run:
         for order, m in enumerate(self.members):
             lat = self.rtt[(fj.home, m.name)]
             why = self.exclusion(fj, job, m, now, skip)
-            if not why and fj.online and fj.max_latency_ms is not None and lat > fj.max_latency_ms:
-                why = f"{lat:.0f} ms from its users, more than {fj.max_latency_ms:.0f} ms"
+            if not why and fj.online:
+                why = too_far(lat, fj.max_latency_ms)
             if why:
                 out.append(Candidate(m.name, order, excluded=why, latency_ms=lat))
                 continue
@@ -278,10 +277,9 @@ class _Run:
             move_cost = sum(c.egress + c.link for c in todo)
             if fj.budget_usd is not None and fj.limit_s is not None:
                 worst = gpus * of.dearest * fj.limit_s / of.slowest / 3600.0 + move_cost
-                if worst > fj.budget_usd:
-                    out.append(Candidate(m.name, order, excluded=(
-                        f"budget: its worst case ${worst:,.2f} passes ${fj.budget_usd:,.2f}"),
-                        latency_ms=lat))  # fmt: skip
+                why = over_budget(worst, fj.budget_usd)
+                if why:
+                    out.append(Candidate(m.name, order, excluded=why, latency_ms=lat))
                     continue
             wait = ready - now
             ways: list[tuple[str, Offer]] = [("", of)]

@@ -20,20 +20,42 @@ For a job the front asks each member, as ``docs/network.md`` ("A live member") l
   4xx, excludes it with the member's own words; a member that cannot be reached in time, or
   answers 5xx, is down), whether it has room now, its load, and when the job would start.
 
-Each member is one ``Candidate``: its predicted start is the what-if's P50 from now, its run
-the job's own estimate (``estimate``, else ``max_runtime``, else ``DEFAULT_RUN_S``) over its
-speed there, its hour the job's GPUs at that price. The router picks; ``POST /v1/jobs`` sends
-the job to the winner with ``routing`` (an admin token: only a front attaches one).
+Each member is one ``Candidate``: its predicted start is the what-if's P50 from now (or the
+data's arrival, if later), its run the job's own estimate (``estimate``, else
+``max_runtime``, else ``DEFAULT_RUN_S``) over its speed there, its hour the job's GPUs at that
+price. The router picks; ``POST /v1/jobs`` sends the job to the winner with ``routing`` (an
+admin token: only a front attaches one).
 
-Not here (item 6 of a live member): the data sets a member holds copies of, so no move is
-priced, and no residency or latency rule applies; a member answers for itself only.
+The federation's rules (``suanli.federation.model``, the simulator's own) apply where the file
+and the job give what they need. A member may also carry its ``site`` (latitude, longitude),
+``jurisdiction`` and ``egress_usd_gb``; the file may list ``datasets`` (name, ``gb``, the
+members that hold a copy ``at``, and the ``jurisdictions`` it may be in) and the
+``network`` (``gbps``, ``hour_usd``). A job's spec may carry a ``federation`` block, read by the
+front and never sent to a member::
+
+    federation:
+      home: eu-west          # the member its users are at (for an online job's latency)
+      regions: [eu-west]     # the members its owner allows
+      data: [imagenet]       # the data sets it reads
+      max_latency_ms: 60     # an online job's users' round-trip bound
+      budget_usd: 500        # the most it may cost (it needs max_runtime)
+
+A member is then excluded, with the reason and without being asked, where the owner does not
+allow it, where a data set may not be in its jurisdiction, or where an online job's users are
+farther than their bound; after its GPUs are known, where the job's worst case there (its
+GPUs at the dearest price it accepts for ``max_runtime``, the member's limit on it, plus the
+data's move) would pass its budget. A data set not held at a member is priced as moved there
+from the copy cheapest to move from (the source's egress and the link's time), and the job
+starts there no sooner than it arrives. The front prices the move and the decision records
+it; moving the bytes is left to the data's owners (a member does not yet say which copies it
+holds: item 6 of a live member).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -44,9 +66,20 @@ import httpx
 from suanli.core.model import SpecError
 from suanli.core.registry import create
 from suanli.core.routing import Candidate, Route, RouteRequest
+from suanli.federation.model import (
+    Dataset,
+    Network,
+    not_allowed,
+    over_budget,
+    residency,
+    too_far,
+)
 from suanli.federation.units import units_per_gpu_hour
 
-__all__ = ["DEFAULT_RUN_S", "Front", "FrontMember", "Routed", "load_members"]
+__all__ = [
+    "DEFAULT_RUN_S", "Asks", "Front", "FrontFederation", "FrontMember", "Routed",
+    "load_federation", "load_members",
+]  # fmt: skip
 
 DEFAULT_RUN_S = 3600.0
 """A job's run where it gives neither ``estimate`` nor ``max_runtime``."""
@@ -65,10 +98,31 @@ class FrontMember:
     token: str
     prices: dict[str, float]
     speeds: dict[str, float] = field(default_factory=dict)
+    site: tuple[float, float] | None = None
+    """Latitude and longitude of its data centres (None: not given)."""
+    jurisdiction: str = ""
+    egress_usd_gb: float = 0.0
+
+
+@dataclass(frozen=True)
+class FrontFederation:
+    """A federation file: its members in order, its data sets and where each has a copy, and
+    the network between the members."""
+
+    members: tuple[FrontMember, ...]
+    datasets: Mapping[str, Dataset] = field(default_factory=dict)
+    copies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per data set, the members that hold a copy (the first is its home)."""
+    network: Network = field(default_factory=Network)
 
 
 def load_members(path: Path) -> list[FrontMember]:
-    """The members of a federation file; ``SpecError`` naming the file and the member at
+    """The members of a federation file (``load_federation``)."""
+    return list(load_federation(path).members)
+
+
+def load_federation(path: Path) -> FrontFederation:
+    """A federation file; ``SpecError`` naming the file and the member, data set or field at
     fault."""
     import yaml
 
@@ -81,12 +135,33 @@ def load_members(path: Path) -> list[FrontMember]:
     rows = data.get("members") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
         raise SpecError(f"{path}: needs 'members:', a list of at least one member")
+    unknown = sorted(set(data) - {"members", "datasets", "network"})
+    if unknown:
+        raise SpecError(f"{path}: unknown field(s) {', '.join(unknown)}")
+    members = _members(path, rows)
+    datasets, copies = _datasets(path, data.get("datasets") or [], {m.name for m in members})
+    net = data.get("network") or {}
+    try:
+        if not isinstance(net, dict) or set(net) - {"gbps", "hour_usd"}:
+            raise SpecError("a mapping of gbps and hour_usd")
+        network = Network(**{k: _number(v, k, None if k == "gbps" else 0.0)
+                             for k, v in net.items()})  # fmt: skip
+    except SpecError as e:
+        raise SpecError(f"{path}: network: {e}") from None
+    return FrontFederation(tuple(members), datasets, copies, network)
+
+
+MEMBER_FIELDS = {"name", "url", "token", "token_file", "prices", "speeds", "site",
+                 "jurisdiction", "egress_usd_gb"}  # fmt: skip
+
+
+def _members(path: Path, rows: list[Any]) -> list[FrontMember]:
     out: list[FrontMember] = []
     for k, row in enumerate(rows):
         where = f"{path}: member {k + 1}"
         if not isinstance(row, dict):
             raise SpecError(f"{where}: a mapping of name, url, token or token_file, prices")
-        unknown = sorted(set(row) - {"name", "url", "token", "token_file", "prices", "speeds"})
+        unknown = sorted(set(row) - MEMBER_FIELDS)
         if unknown:
             raise SpecError(f"{where}: unknown field(s) {', '.join(unknown)}")
         name, url = row.get("name"), row.get("url")
@@ -102,24 +177,89 @@ def load_members(path: Path) -> list[FrontMember]:
                 raise SpecError(f"{where} ({name}): token_file: {e.strerror}") from None
         if not isinstance(token, str) or not token:
             raise SpecError(f"{where} ({name}): give 'token' or 'token_file' (an admin token)")
-        prices = _figures(row.get("prices"), f"{where} ({name}): prices", 0.0)
-        speeds = _figures(row.get("speeds") or {}, f"{where} ({name}): speeds", None)
-        out.append(FrontMember(name, url.rstrip("/"), token, prices, speeds))
+        where = f"{where} ({name})"
+        prices = _figures(row.get("prices"), f"{where}: prices", 0.0)
+        speeds = _figures(row.get("speeds") or {}, f"{where}: speeds", None)
+        site = row.get("site")
+        if site is not None:
+            site = _site(site, f"{where}: site")
+        jurisdiction = row.get("jurisdiction", "")
+        if not isinstance(jurisdiction, str):
+            raise SpecError(f"{where}: jurisdiction: a text, e.g. EU")
+        try:
+            egress = _number(row.get("egress_usd_gb", 0.0), "egress_usd_gb", 0.0)
+        except SpecError as e:
+            raise SpecError(f"{where}: {e}") from None
+        out.append(FrontMember(name, url.rstrip("/"), token, prices, speeds, site, jurisdiction,
+                               egress))  # fmt: skip
     return out
+
+
+def _datasets(
+    path: Path, rows: Any, members: set[str]
+) -> tuple[dict[str, Dataset], dict[str, tuple[str, ...]]]:
+    """The file's data sets and the members holding a copy of each."""
+    if not isinstance(rows, list):
+        raise SpecError(f"{path}: datasets: a list of data sets (name, gb, at, jurisdictions)")
+    datasets: dict[str, Dataset] = {}
+    copies: dict[str, tuple[str, ...]] = {}
+    for k, row in enumerate(rows):
+        where = f"{path}: data set {k + 1}"
+        if not isinstance(row, dict):
+            raise SpecError(f"{where}: a mapping of name, gb, at and jurisdictions")
+        unknown = sorted(set(row) - {"name", "gb", "at", "jurisdictions"})
+        if unknown:
+            raise SpecError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        name = row.get("name")
+        if not isinstance(name, str) or not name or name in datasets:
+            raise SpecError(f"{where}: 'name' must be a text, unique in the file")
+        where = f"{where} ({name})"
+        try:
+            gb = _number(row.get("gb"), "gb", 0.0)
+        except SpecError as e:
+            raise SpecError(f"{where}: {e}") from None
+        at = row.get("at")
+        if isinstance(at, str):
+            at = [at]
+        if not isinstance(at, list) or not at or not all(isinstance(x, str) for x in at):
+            raise SpecError(f"{where}: 'at': the members holding a copy, at least one")
+        strangers = sorted(set(at) - members)
+        if strangers:
+            raise SpecError(f"{where}: 'at' names no member of the file: {', '.join(strangers)}")
+        juris = row.get("jurisdictions")
+        if juris is not None and (not isinstance(juris, list) or not juris
+                                  or not all(isinstance(x, str) and x for x in juris)):  # fmt: skip
+            raise SpecError(f"{where}: 'jurisdictions': a list of the jurisdictions it may be in")
+        datasets[name] = Dataset(name, gb, at[0], None if juris is None else frozenset(juris))
+        copies[name] = tuple(dict.fromkeys(at))
+    return datasets, copies
+
+
+def _number(x: Any, what: str, low: float | None) -> float:
+    """``x`` as a finite number >= ``low`` (None: > 0); ``SpecError`` naming ``what``."""
+    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    if not ok or (x < low if low is not None else x <= 0):
+        bound = f">= {low:g}" if low is not None else "> 0"
+        raise SpecError(f"{what}: must be a finite number {bound}, got {x!r}")
+    return float(x)
+
+
+def _site(x: Any, where: str) -> tuple[float, float]:
+    ok = (isinstance(x, list) and len(x) == 2
+          and all(isinstance(v, int | float) and not isinstance(v, bool) for v in x))  # fmt: skip
+    if not ok or not (-90 <= x[0] <= 90 and -180 <= x[1] <= 180):
+        raise SpecError(f"{where}: [latitude, longitude] in degrees, got {x!r}")
+    return float(x[0]), float(x[1])
 
 
 def _figures(value: Any, where: str, low: float | None) -> dict[str, float]:
     """A mapping of GPU model to a finite number, >= ``low`` (None: > 0)."""
     if not isinstance(value, dict) or (not value and low is not None):
         raise SpecError(f"{where}: a mapping of GPU model to a number")
-    out = {}
-    for model, x in value.items():
-        ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-        if not ok or (x < low if low is not None else x <= 0):
-            bound = f">= {low:g}" if low is not None else "> 0"
-            raise SpecError(f"{where}: {model}: must be a finite number {bound}, got {x!r}")
-        out[str(model)] = float(x)
-    return out
+    try:
+        return {str(model): _number(x, str(model), low) for model, x in value.items()}
+    except SpecError as e:
+        raise SpecError(f"{where}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -131,43 +271,123 @@ class Routed:
     job_id: str | None = None
 
 
-class Front:
-    """Routes jobs among ``members`` with router ``router`` (module docstring)."""
+@dataclass(frozen=True)
+class Asks:
+    """What a job asks of the federation: its spec's ``federation`` block (module
+    docstring)."""
 
-    def __init__(self, members: Sequence[FrontMember], router: str = "suanli", **options: Any):
-        if not members:
+    home: str | None = None
+    regions: frozenset[str] = frozenset()
+    data: tuple[str, ...] = ()
+    max_latency_ms: float | None = None
+    budget_usd: float | None = None
+
+
+ASKS_FIELDS = ("home", "regions", "data", "max_latency_ms", "budget_usd")
+
+
+class Front:
+    """Routes jobs among the members of ``federation`` (or a list of members) with router
+    ``router`` (module docstring)."""
+
+    def __init__(
+        self,
+        federation: FrontFederation | Sequence[FrontMember],
+        router: str = "suanli",
+        **options: Any,
+    ):
+        fed = (federation if isinstance(federation, FrontFederation)
+               else FrontFederation(tuple(federation)))  # fmt: skip
+        if not fed.members:
             raise SpecError("a front needs at least one member")
-        self.members = list(members)
+        self.fed = fed
+        self.members = list(fed.members)
+        self.by_name = {m.name: m for m in fed.members}
         self.router = create("router", router, **options)
 
-    def candidates(self, spec: dict[str, Any]) -> list[Candidate]:
+    def asks(self, spec: dict[str, Any]) -> tuple[Asks, dict[str, Any]]:
+        """The job's ``federation`` block, checked against the file, and the spec the members
+        are sent (without it); ``SpecError`` naming the field at fault."""
+        block = spec.get("federation")
+        body = {k: v for k, v in spec.items() if k != "federation"}
+        if block is None:
+            return Asks(), body
+        if not isinstance(block, dict):
+            raise SpecError(f"the job's federation: a mapping of {', '.join(ASKS_FIELDS)}")
+        unknown = sorted(set(block) - set(ASKS_FIELDS))
+        if unknown:
+            raise SpecError(f"the job's federation: unknown field(s) {', '.join(unknown)}")
+        names = {}
+        for key in ("regions", "data"):
+            v = block.get(key) or []
+            if isinstance(v, str):
+                v = [v]
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise SpecError(f"the job's federation: {key}: a list of names")
+            known = self.by_name if key == "regions" else self.fed.datasets
+            strangers = sorted(set(v) - set(known))
+            if strangers:
+                what = "member" if key == "regions" else "data set"
+                raise SpecError(f"the job's federation: {key}: no {what} {', '.join(strangers)} "
+                                "in the federation file")  # fmt: skip
+            names[key] = v
+        home = block.get("home")
+        if home is not None and home not in self.by_name:
+            raise SpecError(f"the job's federation: home: {home!r} is not a member of the file")
+        figures: dict[str, float | None] = {}
+        for key, low in (("max_latency_ms", 0.0), ("budget_usd", 0.0)):
+            x = block.get(key)
+            try:
+                figures[key] = None if x is None else _number(x, key, low)
+            except SpecError as e:
+                raise SpecError(f"the job's federation: {e}") from None
+        if figures["max_latency_ms"] is not None:
+            if spec.get("priority_class") != "online":
+                raise SpecError("the job's federation: max_latency_ms bounds an online job's "
+                                "users (priority_class: online)")  # fmt: skip
+            if home is None:
+                raise SpecError("the job's federation: max_latency_ms needs home, the member "
+                                "its users are at")  # fmt: skip
+        if figures["budget_usd"] is not None and not spec.get("max_runtime"):
+            raise SpecError("the job's federation: budget_usd needs the job's max_runtime: its "
+                            "worst case is priced on it")  # fmt: skip
+        asks = Asks(home, frozenset(names["regions"]), tuple(dict.fromkeys(names["data"])),
+                    figures["max_latency_ms"], figures["budget_usd"])  # fmt: skip
+        return asks, body
+
+    def candidates(self, spec: dict[str, Any], asks: Asks | None = None) -> list[Candidate]:
         """Each member as the job at hand finds it, in the federation's order: all asked at
         once, so that a slow or unreachable member costs the front one timeout, not one
         each."""
         from concurrent.futures import ThreadPoolExecutor
 
+        asks = Asks() if asks is None else asks
         with ThreadPoolExecutor(max_workers=min(len(self.members), MAX_ASKING)) as pool:
-            return list(pool.map(lambda km: self._candidate(km[0], km[1], spec),
+            return list(pool.map(lambda km: self._candidate(km[0], km[1], spec, asks),
                                  enumerate(self.members)))  # fmt: skip
 
     def route(self, spec: dict[str, Any]) -> Routed:
         """The router's decision for ``spec`` (a job spec, its tenant named), sending
         nothing."""
-        cands = self.candidates(spec)
-        gpus = _gpus(spec)
-        req = RouteRequest(str(spec.get("name") or "job"), max(1, math.ceil(gpus)),
-                           spec.get("priority_class") == "online")  # fmt: skip
+        return self._route(*self.asks(spec))
+
+    def _route(self, asks: Asks, body: dict[str, Any]) -> Routed:
+        cands = self.candidates(body, asks)
+        gpus = _gpus(body)
+        req = RouteRequest(str(body.get("name") or "job"), max(1, math.ceil(gpus)),
+                           body.get("priority_class") == "online")  # fmt: skip
         return Routed(self.router.route(req, cands), tuple(cands))
 
     def submit(self, spec: dict[str, Any]) -> Routed:
         """Route ``spec`` and submit it to the winner with its decision; ``SpecError`` if no
         member may take it (every member's reason in the message) or the winner refuses."""
-        routed = self.route(spec)
+        asks, body = self.asks(spec)
+        routed = self._route(asks, body)
         r = routed.route
         if r.member is None:
             raise SpecError(f"no member may take the job: {r.why}")
-        member = next(m for m in self.members if m.name == r.member)
-        answer = self._call(member, "POST", "/v1/jobs", {**spec, "routing": r.as_dict()})
+        member = self.by_name[r.member]
+        answer = self._call(member, "POST", "/v1/jobs", {**body, "routing": r.as_dict()})
         if isinstance(answer, str):
             raise SpecError(f"member {member.name} did not take the job: {answer}")
         try:
@@ -178,7 +398,9 @@ class Front:
         return Routed(r, routed.candidates, job_id)
 
     # ------------------------------------------------------------------ one member
-    def _call(self, m: FrontMember, method: str, path: str, body: Any = None) -> httpx.Response | str:
+    def _call(
+        self, m: FrontMember, method: str, path: str, body: Any = None
+    ) -> httpx.Response | str:
         """The member's answer, or why there is none (a text: ``down: ...`` where it could
         not be reached or failed, else its refusal in its own words)."""
         try:
@@ -192,17 +414,54 @@ class Front:
             return f"refused ({r.status_code}): {_error(r)}"
         return r
 
-    def _candidate(self, order: int, m: FrontMember, spec: dict[str, Any]) -> Candidate:
+    def _candidate(self, order: int, m: FrontMember, spec: dict[str, Any], asks: Asks) -> Candidate:
         try:
-            return self._ask(order, m, spec)
+            return self._ask(order, m, spec, asks)
         except (ValueError, TypeError, KeyError, AttributeError) as e:  # not the API's JSON
             return Candidate(m.name, order, excluded=(
                 f"down: its answer is not the API's ({type(e).__name__}: {e})"))  # fmt: skip
 
-    def _ask(self, order: int, m: FrontMember, spec: dict[str, Any]) -> Candidate:
+    def _rules(self, m: FrontMember, asks: Asks) -> tuple[str, float]:
+        """Why the federation's rules exclude ``m`` before it is asked ("" if they do not),
+        and the round trip from the job's users to it (ms)."""
+        why = not_allowed(asks.regions, m.name) or residency(self.fed.datasets, asks.data, m)
+        if asks.home is None:
+            return why, 0.0
+        home = self.by_name[asks.home]
+        lat = self.fed.network.latency_ms(home, m)
+        if why or asks.max_latency_ms is None:  # only an online job has a bound (``asks``)
+            return why, lat
+        if m is not home and (m.site is None or home.site is None):
+            unsited = m.name if m.site is None else home.name
+            return (f"the federation file gives no site for {unsited}: the round trip from "
+                    "the job's users cannot be checked", lat)  # fmt: skip
+        return too_far(lat, asks.max_latency_ms), lat
+
+    def _move(self, m: FrontMember, asks: Asks) -> tuple[float, float, float]:
+        """The data the job reads that ``m`` holds no copy of: GB, seconds (the moves run
+        together) and price, each moved from the copy cheapest to move from."""
+        net = self.fed.network
+        gb = secs = usd = 0.0
+        for name in asks.data:
+            held = self.fed.copies[name]
+            if m.name in held:
+                continue
+            size = self.fed.datasets[name].size_gb
+            ways = []
+            for src in (self.by_name[x] for x in held):
+                egress, link = net.transfer_usd(size, src, m)
+                ways.append((egress + link, net.transfer_s(size, src, m)))
+            cost, s = min(ways)
+            gb, secs, usd = gb + size, max(secs, s), usd + cost
+        return gb, secs, usd
+
+    def _ask(self, order: int, m: FrontMember, spec: dict[str, Any], asks: Asks) -> Candidate:
+        why, lat = self._rules(m, asks)
+        if why:
+            return Candidate(m.name, order, excluded=why, latency_ms=lat)
         nodes = self._call(m, "GET", "/v1/nodes")
         if isinstance(nodes, str):
-            return Candidate(m.name, order, excluded=nodes)
+            return Candidate(m.name, order, excluded=nodes, latency_ms=lat)
         listed = spec.get("gpu_models")
         accepts = set(listed) if isinstance(listed, list) else set()  # else: the member judges
         gpus_by_model: dict[str, int] = {}
@@ -212,15 +471,24 @@ class Front:
                 gpus_by_model[model] = gpus_by_model.get(model, 0) + int(n.get("gpu_count", 0))
         unpriced = sorted(x for x in gpus_by_model if x not in m.prices)
         if unpriced:
-            return Candidate(m.name, order, excluded=(
+            return Candidate(m.name, order, latency_ms=lat, excluded=(
                 f"the federation file gives no price for its {', '.join(unpriced)}"))  # fmt: skip
-        asked = self._call(m, "POST", "/v1/what-if", spec)
-        if isinstance(asked, str):
-            return Candidate(m.name, order, excluded=asked)
-        got = asked.json()
         total = sum(gpus_by_model.values())
         if not total:
-            return Candidate(m.name, order, excluded="it has no GPU of a model the job accepts")
+            return Candidate(m.name, order, latency_ms=lat,
+                             excluded="it has no GPU of a model the job accepts")  # fmt: skip
+        gb, move_s, move_usd = self._move(m, asks)
+        if asks.budget_usd is not None:
+            # The member stops the job at max_runtime: its bill can never pass that.
+            dearest = max(m.prices[x] for x in gpus_by_model)
+            worst = _gpus(spec) * dearest * float(spec["max_runtime"]) / 3600.0 + move_usd
+            why = over_budget(worst, asks.budget_usd)
+            if why:
+                return Candidate(m.name, order, excluded=why, latency_ms=lat)
+        asked = self._call(m, "POST", "/v1/what-if", spec)
+        if isinstance(asked, str):
+            return Candidate(m.name, order, excluded=asked, latency_ms=lat)
+        got = asked.json()
         price = sum(m.prices[x] * n for x, n in gpus_by_model.items()) / total
         speed = sum(m.speeds.get(x, 1.0) * n for x, n in gpus_by_model.items()) / total
         units = sum(_units(x) * n for x, n in gpus_by_model.items()) / total
@@ -230,9 +498,11 @@ class Front:
         hour = _gpus(spec) * price
         run = float(spec.get("estimate") or spec.get("max_runtime") or DEFAULT_RUN_S) / speed
         return Candidate(
-            m.name, order, admits_now=bool(got["room_now"]), load=float(got["load"]),
-            start_s=start, run_s=run, price_hour=hour, list_price_hour=hour,
+            m.name, order, admits_now=bool(got["room_now"]) and move_s <= 0,
+            load=float(got["load"]),
+            start_s=max(start, move_s), run_s=run, price_hour=hour, list_price_hour=hour,
             unit_price=price / units if units > 0 and all(map(_units, gpus_by_model)) else 0.0,
+            move_gb=gb, move_s=move_s, move_cost=move_usd, latency_ms=lat,
         )  # fmt: skip
 
 

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.federation.prices import DC_PORT_HOUR_USD, LINK_GBPS, Reservation
 
-__all__ = ["Dataset", "FedJob", "Federation", "Network", "Outage", "Region"]
+__all__ = [
+    "Dataset", "FedJob", "Federation", "Network", "Outage", "Region", "Site", "not_allowed",
+    "over_budget", "residency", "round_trip_ms", "too_far",
+]
 
 FIBRE_KM_PER_MS = 200.0
 """Light in fibre, about two thirds of c: 200 km a millisecond."""
@@ -63,6 +67,25 @@ def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
     return 2 * EARTH_KM * math.asin(math.sqrt(h))
 
 
+class Site(Protocol):
+    """A member as the network and the rules see it: a ``Region`` of the simulator, or a live
+    front's member (``suanli.federation.front``), whose site may be unknown (None)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def site(self) -> tuple[float, float] | None: ...
+    @property
+    def egress_usd_gb(self) -> float: ...
+    @property
+    def jurisdiction(self) -> str: ...
+
+
+def round_trip_ms(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """The fibre bound of a round trip between two sites (``RTT = 2 d / 200,000 km/s``)."""
+    return 2.0 * great_circle_km(a, b) / FIBRE_KM_PER_MS
+
+
 @dataclass(frozen=True)
 class Network:
     """The links between regions (module docstring); every figure overridable."""
@@ -74,19 +97,19 @@ class Network:
         if not self.gbps > 0 or not self.hour_usd >= 0:
             raise SpecError("network: gbps must be > 0 and hour_usd >= 0")
 
-    def latency_ms(self, a: Region, b: Region) -> float:
-        """Round trip between two regions (0 within one)."""
-        if a.name == b.name:
+    def latency_ms(self, a: Site, b: Site) -> float:
+        """Round trip between two regions (0 within one, and where a site is not known)."""
+        if a.name == b.name or a.site is None or b.site is None:
             return 0.0
-        return 2.0 * great_circle_km(a.site, b.site) / FIBRE_KM_PER_MS
+        return round_trip_ms(a.site, b.site)
 
-    def transfer_s(self, gb: float, a: Region, b: Region) -> float:
+    def transfer_s(self, gb: float, a: Site, b: Site) -> float:
         """Seconds to move ``gb`` from ``a`` to ``b`` (0 within one region)."""
         if a.name == b.name or gb <= 0:
             return 0.0
         return gb * 8.0 / self.gbps + self.latency_ms(a, b) / 1000.0
 
-    def transfer_usd(self, gb: float, a: Region, b: Region) -> tuple[float, float]:
+    def transfer_usd(self, gb: float, a: Site, b: Site) -> tuple[float, float]:
         """Egress (charged by the source) and the link's time for moving ``gb``."""
         if a.name == b.name or gb <= 0:
             return 0.0, 0.0
@@ -187,12 +210,7 @@ class Federation:
 
     def residency(self, fj: FedJob, region: Region) -> str:
         """Why ``fj``'s data may not be taken to ``region`` ("" if it may)."""
-        for name in fj.data:
-            d = self.datasets[name]
-            if d.jurisdictions is not None and region.jurisdiction not in d.jurisdictions:
-                return (f"data residency: data set {name} may stay only in "
-                        f"{', '.join(sorted(d.jurisdictions))}")  # fmt: skip
-        return ""
+        return residency(self.datasets, fj.data, region)
 
     def check_jobs(self, jobs: Sequence[FedJob]) -> None:
         """Every job's home, regions and data sets exist; ids are unique."""
@@ -210,3 +228,38 @@ class Federation:
             for d in fj.data:
                 if d not in self.datasets:
                     raise SpecError(f"job {fj.id}: no data set {d!r}")
+
+
+# The federation's rules, as the simulator and a live front (``suanli.federation.front``)
+# both apply them to a member: each says why the member is excluded, "" where it is not.
+
+
+def residency(datasets: Mapping[str, Dataset], names: Iterable[str], member: Site) -> str:
+    """Why the data sets ``names`` may not be taken to ``member``'s jurisdiction."""
+    for name in names:
+        d = datasets[name]
+        if d.jurisdictions is not None and member.jurisdiction not in d.jurisdictions:
+            return (f"data residency: data set {name} may stay only in "
+                    f"{', '.join(sorted(d.jurisdictions))}")  # fmt: skip
+    return ""
+
+
+def not_allowed(regions: frozenset[str], member: str) -> str:
+    """Why the owner, who allows only ``regions`` (empty: any), excludes ``member``."""
+    if regions and member not in regions:
+        return f"the owner allows only {', '.join(sorted(regions))}"
+    return ""
+
+
+def too_far(round_trip: float, bound: float | None) -> str:
+    """Why a member ``round_trip`` ms from an online job's users passes their ``bound``."""
+    if bound is not None and round_trip > bound:
+        return f"{round_trip:.0f} ms from its users, more than {bound:.0f} ms"
+    return ""
+
+
+def over_budget(worst: float, budget: float | None) -> str:
+    """Why a job whose worst case there is ``worst`` passes its ``budget``."""
+    if budget is not None and worst > budget:
+        return f"budget: its worst case ${worst:,.2f} passes ${budget:,.2f}"
+    return ""
