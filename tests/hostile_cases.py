@@ -1,5 +1,6 @@
 """A corpus of hostile inputs for the write routes of ``suanli serve`` (``tests/cli/test_hostile.py``),
-and ``POST /v1/what-if``, which takes a job's body and must refuse what a submission refuses.
+``POST /v1/what-if``, which takes a job's body and must refuse what a submission refuses, and
+``/v1/datasets``, the copies of data sets a member holds (an admin's only).
 
 Each ``Case`` is one request a hostile tenant (by default ``ana``, a plain ``user`` of tenant
 ``vision``) sends, and what the server must answer: the status, for a 422 the field at fault
@@ -30,7 +31,8 @@ CANCEL = "POST /v1/jobs/{job_id}/cancel"
 TOKENS = "POST /v1/tokens"
 REVOKE = "DELETE /v1/tokens/{token_id}"
 WHAT_IF = "POST /v1/what-if"
-ROUTES = (JOBS, CANCEL, TOKENS, REVOKE, WHAT_IF)
+DATASETS = "PUT /v1/datasets/{name}"
+ROUTES = (JOBS, CANCEL, TOKENS, REVOKE, WHAT_IF, DATASETS)
 MAX_BODY = 1_048_576
 """The server's request-body limit (``create_app``'s default)."""
 
@@ -92,7 +94,8 @@ class Case:
     effect: str | None = None
     """What the request changes: None (nothing), "job" (one job stored, the submitter's
     tenant and user), "token" (one token stored), "revoke:<holder>" (that token revoked),
-    "cancel:<job>" (that job's cancel requested, or a no-op for a finished one)."""
+    "cancel:<job>" (that job's cancel requested, or a no-op for a finished one),
+    "dataset:<name>" (that data set's copy recorded)."""
     then: Callable[[Any, Any], None] | None = None
     """A further check, ``then(hostile, response)``, with the running server at hand."""
     defect: str | None = None
@@ -102,7 +105,7 @@ class Case:
     @property
     def id(self) -> str:
         short = {JOBS: "jobs", CANCEL: "cancel", TOKENS: "tokens", REVOKE: "revoke",
-                 WHAT_IF: "what-if"}[self.route]  # fmt: skip
+                 WHAT_IF: "what-if", DATASETS: "datasets"}[self.route]  # fmt: skip
         return f"{short}:{self.name}"
 
 
@@ -537,7 +540,76 @@ def _asked(c: Case) -> Case:
 WHAT_IF_CASES: list[Case] = [_asked(c) for c in JOB_CASES if c.wire is None]
 
 
-CASES: list[Case] = JOB_CASES + CANCEL_CASES + TOKEN_CASES + REVOKE_CASES + WHAT_IF_CASES
+# --- /v1/datasets -----------------------------------------------------------------------------
+
+
+def _ds(name: str = "scans") -> str:
+    return f"/v1/datasets/{name}"
+
+
+ONE_GB = {"gb": 1}
+
+# fmt: off
+DATASET_CASES: list[Case] = [
+    Case(DATASETS, "user-records-a-copy", 403, _ds(), body=ONE_GB, says=("admin",)),
+    Case(DATASETS, "tenant-admin-records-a-copy", 403, _ds(), body=ONE_GB, token="vlead"),
+    Case(DATASETS, "another-tenants-user-records-a-copy", 403, _ds(), body=ONE_GB, token="nina"),
+    Case(DATASETS, "user-lists-the-copies", 403, "/v1/datasets", method="GET"),
+    Case(DATASETS, "user-forgets-a-copy", 403, _ds(), method="DELETE"),
+    Case(DATASETS, "no-token", 401, _ds(), body=ONE_GB, token=None),
+    Case(DATASETS, "bogus-token", 401, _ds(), body=ONE_GB, token="bogus"),
+    Case(DATASETS, "gb-negative", 422, _ds(), body={"gb": -1}, token="admin", field="gb"),
+    Case(DATASETS, "gb-NaN", 422, _ds(), body={"gb": float("nan")}, token="admin", field="gb"),
+    Case(DATASETS, "gb-Infinity", 422, _ds(), body={"gb": float("inf")}, token="admin", field="gb"),
+    Case(DATASETS, "gb-over-an-exabyte", 422, _ds(), body={"gb": 1e10}, token="admin", field="gb"),
+    Case(DATASETS, "gb-words", 422, _ds(), body={"gb": "ten"}, token="admin", field="gb"),
+    Case(DATASETS, "state-unknown", 422, _ds(), body={**ONE_GB, "state": "lost"}, token="admin",
+         field="state"),
+    Case(DATASETS, "arriving-without-when", 422, _ds(), body={**ONE_GB, "state": "arriving"},
+         token="admin", field="arrives_in_s"),
+    Case(DATASETS, "present-with-when", 422, _ds(), body={**ONE_GB, "arrives_in_s": 5}, token="admin",
+         field="arrives_in_s"),
+    Case(DATASETS, "arrives-in-minus-1", 422, _ds(),
+         body={**ONE_GB, "state": "arriving", "arrives_in_s": -1}, token="admin", field="arrives_in_s"),
+    Case(DATASETS, "arrives-in-1e12-s", 422, _ds(),
+         body={**ONE_GB, "state": "arriving", "arrives_in_s": 1e12}, token="admin",
+         field="arrives_in_s"),
+    Case(DATASETS, "source-with-a-space", 422, _ds(), body={**ONE_GB, "source": "a b"}, token="admin",
+         field="source"),
+    Case(DATASETS, "source-NUL", 422, _ds(), body={**ONE_GB, "source": "a\0b"}, token="admin",
+         field="source"),
+    Case(DATASETS, "source-10k-chars", 422, _ds(), body={**ONE_GB, "source": "s" * 10_000},
+         token="admin", field="source"),
+    Case(DATASETS, "source-lone-surrogate", 422, _ds(), body={**ONE_GB, "source": f"a{_S}"},
+         token="admin", field="source"),
+    Case(DATASETS, "extra-field-owner", 422, _ds(), body={**ONE_GB, "owner": "nlp"}, token="admin",
+         field="owner"),
+    Case(DATASETS, "malformed-json", 422, _ds(), raw=b'{"gb": ', headers=JSON, token="admin",
+         field="body"),
+    Case(DATASETS, "json-array", 422, _ds(), raw=b'[{"gb": 1}]', headers=JSON, token="admin",
+         field="body"),
+    Case(DATASETS, "body-over-1MiB", 413, _ds(), raw=over_limit(ONE_GB), headers=JSON, token="admin"),
+    Case(DATASETS, "name-NUL", 422, _ds("a%00b"), body=ONE_GB, token="admin", field="name"),
+    Case(DATASETS, "name-201-chars", 422, _ds("n" * 201), body=ONE_GB, token="admin", field="name"),
+    Case(DATASETS, "name-leading-dash", 422, _ds("-rf"), body=ONE_GB, token="admin", field="name"),
+    Case(DATASETS, "name-cyrillic-lookalike", 422, _ds("%D0%B0"), body=ONE_GB, token="admin",
+         field="name"),
+    Case(DATASETS, "name-dotdot", 404, _ds("%2E%2E%2Fx"), body=ONE_GB, token="admin"),
+    Case(DATASETS, "admin-forgets-a-copy-never-held", 404, _ds("never"), method="DELETE",
+         token="admin"),
+    Case(DATASETS, "admin-records-a-copy", 200, _ds(), body={"gb": 500}, token="admin",
+         effect="dataset:scans", says=('"present"',)),
+    Case(DATASETS, "admin-says-a-present-copy-is-arriving", 200, _ds(),
+         body={"gb": 500, "state": "arriving", "arrives_in_s": 60}, token="admin",
+         says=('"present"',)),
+    Case(DATASETS, "user-forgets-the-copy", 403, _ds(), method="DELETE", token="bo"),
+]
+# fmt: on
+
+
+CASES: list[Case] = (
+    JOB_CASES + CANCEL_CASES + TOKEN_CASES + REVOKE_CASES + WHAT_IF_CASES + DATASET_CASES
+)
 
 
 def per_route(cases: list[Case]) -> dict[str, int]:

@@ -447,6 +447,49 @@ def test_token_roles(api: Api) -> None:
     assert api.client.delete("/v1/tokens/0", headers=api.as_("root")).status_code == 422
 
 
+def test_data_sets_held_here_are_an_admins_to_read_and_write(api: Api) -> None:
+    """``/v1/datasets`` (item 6 of a live member): an admin records, lists and forgets
+    copies; a plain user's and a tenant admin's token are 403 on each route and write
+    nothing; a bad body is 422 naming the field."""
+    put = lambda name, who, **body: api.client.put(  # noqa: E731
+        f"/v1/datasets/{name}", headers=api.as_(who), json=body)  # fmt: skip
+    for who in ("ana", "vlead"):
+        assert api.get("/v1/datasets", who).status_code == 403
+        assert "admin" in error(put("scans", who, gb=1))["error"]
+        assert api.client.delete("/v1/datasets/scans", headers=api.as_(who)).status_code == 403
+    assert api.get("/v1/datasets", "root").json() == {"datasets": []}
+
+    r = put("scans", "root", gb=500, state="arriving", arrives_in_s=120, source="eu-west")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"name": "scans", "gb": 500.0, "state": "arriving",
+                        "arrives_at": "2025-11-24T16:02:00.000Z", "source": "eu-west",
+                        "updated_at": "2025-11-24T16:00:00.000Z", "updated_by": "root"}  # fmt: skip
+    assert put("scans", "root", gb=500).json()["state"] == "present"
+    # A front saying a copy is on its way does not make a present one arriving again.
+    again = put("scans", "root", gb=500, state="arriving", arrives_in_s=60).json()
+    assert (again["state"], again["arrives_at"]) == ("present", None)
+
+    for body, named in (
+        ({"gb": -1}, "gb"), ({"gb": 2e9}, "gb"), ({"gb": 1, "state": "lost"}, "state"),
+        ({"gb": 1, "state": "arriving"}, "arrives_in_s"),
+        ({"gb": 1, "arrives_in_s": 5}, "arrives_in_s"), ({"gb": 1, "copies": 2}, "copies"),
+        ({"gb": 1, "source": "a b"}, "source"), ({}, "gb"),
+    ):
+        r = put("other", "root", **body)
+        assert r.status_code == 422, (body, r.text)
+        assert named in {f["field"].split(".")[-1] for f in error(r)["fields"]}, r.text
+    r = api.client.put("/v1/datasets/other", headers={**api.as_("root"),
+                       "Content-Type": "application/json"}, content=b'{"gb": NaN}')  # fmt: skip
+    assert r.status_code == 422
+    for name in ("a b", "-x", "x" * 201, "caf\u00e9"):
+        assert put(name, "root", gb=1).status_code == 422, name
+    assert [d["name"] for d in api.get("/v1/datasets", "root").json()["datasets"]] == ["scans"]
+
+    gone = api.client.delete("/v1/datasets/scans", headers=api.as_("root"))
+    assert gone.status_code == 200 and gone.json() == {"datasets": []}
+    assert api.client.delete("/v1/datasets/scans", headers=api.as_("root")).status_code == 404
+
+
 def test_the_openapi_document(api: Api) -> None:
     doc = api.client.get("/openapi.json").json()
     assert doc["info"]["title"] == "suanli"

@@ -215,7 +215,8 @@ class Hostile:
         self.finish_normal_job(self.start_normal_job(patient))
 
     def snapshot(self) -> dict[str, Any]:
-        """The jobs stored since ``mark_jobs``, every token, the watched jobs' cancel flags."""
+        """The jobs stored since ``mark_jobs``, every token, the watched jobs' cancel flags,
+        the copies of data sets held."""
         jobs = [
             j
             for j in self.get(f"/v1/jobs?limit=1000&after={self.last_seq}")["jobs"]
@@ -226,7 +227,8 @@ class Hostile:
             k: self.get(f"/v1/jobs/{v}")["job"]["cancel_requested"]
             for k, v in self.world.jobs.items()
         }
-        return {"new_jobs": jobs, "tokens": tokens, "watched": watched}
+        datasets = {d["name"]: d for d in self.get("/v1/datasets")["datasets"]}
+        return {"new_jobs": jobs, "tokens": tokens, "watched": watched, "datasets": datasets}
 
     def mark_jobs(self) -> None:
         """Remember the newest job (ids are the submission numbers)."""
@@ -378,6 +380,12 @@ def _check_effect(h: Hostile, case: hc.Case, before: dict[str, Any], after: dict
         assert revoked == [h.world.token_ids[effect.split(":", 1)[1]]], revoked
     else:
         assert revoked == [], f"tokens revoked: {revoked}"
+    changed = sorted(k for k in {**before["datasets"], **after["datasets"]}
+                     if before["datasets"].get(k) != after["datasets"].get(k))  # fmt: skip
+    if effect.startswith("dataset:"):
+        assert changed == [effect.split(":", 1)[1]], changed
+    else:
+        assert changed == [], f"data set copies changed: {changed}"
     for key, was in before["watched"].items():
         now = after["watched"][key]
         if effect == f"cancel:{key}" and key != "ana_done":

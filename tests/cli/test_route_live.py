@@ -263,6 +263,8 @@ datasets:
   - {{name: scans, gb: 500, at: [eu], jurisdictions: [EU]}}
   - {{name: weights, gb: 2000, at: eu}}
   - {{name: corpus, gb: 100, at: [eu, us]}}
+  - {{name: logs, gb: 1, at: [eu]}}
+  - {{name: huge, gb: 2000000000, at: [eu]}}
 network: {{gbps: 10, hour_usd: 2.25}}
 """)
         front = Front(load_federation(fed))
@@ -283,7 +285,8 @@ network: {{gbps: 10, hour_usd: 2.25}}
         assert r.member == "eu", r.explain()
         why = dict(r.excluded)
         assert why["us"] == why["spy"] == "data residency: data set scans may stay only in EU"
-        assert len(Spy.asked) == asked
+        # Asked only which copies it holds, as every member is: never told of the job.
+        assert Spy.asked[asked:] == ["/v1/datasets"]
 
         # 2,000 GB held only at eu: moving it to us is priced, and the job starts no sooner.
         r, c = route(data=["weights"])
@@ -298,6 +301,47 @@ network: {{gbps: 10, hour_usd: 2.25}}
         # Held at both: nothing moves.
         r, c = route(data=["corpus"])
         assert r.member == "us" and c["us"].move_gb == c["eu"].move_gb == 0
+
+        # A member that says it holds a copy (item 6): nothing moves there, and it wins.
+        with us.client() as admin:
+            assert admin.put("/v1/datasets/weights", json={"gb": 2000}).status_code == 200
+            r, c = route(data=["weights"])
+            assert r.member == "us" and c["us"].move_gb == 0, r.explain()
+            assert admin.delete("/v1/datasets/weights").status_code == 200
+            # One on its way, due in an hour: nothing moves, and the job waits for it there.
+            on_way = {"gb": 2000, "state": "arriving", "arrives_in_s": 3600, "source": "eu"}
+            assert admin.put("/v1/datasets/weights", json=on_way).status_code == 200
+            r, c = route(data=["weights"])
+            assert c["us"].move_gb == 0 and 3500 < c["us"].start_s <= 3600, r.explain()
+            assert r.member == "eu" and not c["us"].admits_now
+            assert admin.delete("/v1/datasets/weights").status_code == 200
+
+        # A small data set held only at eu: the job goes to us and the copy with it. us is
+        # told the copy is on its way, so the next job there moves nothing again.
+        sent = front.submit({**spec, "federation": {"data": ["logs"]}})
+        assert sent.route.member == "us" and sent.notes == ()
+        [mv] = sent.moves
+        one = 8 / 10 + rtt_ms / 1000
+        assert (mv.name, mv.source, mv.target, mv.gb) == ("logs", "eu", "us", 1.0)
+        assert mv.seconds == pytest.approx(one, rel=1e-3)
+        assert mv.usd == pytest.approx(0.02 + one / 3600 * 2.25, rel=1e-3)
+        with us.client() as admin:
+            [held] = admin.get("/v1/datasets").json()["datasets"]
+            assert (held["name"], held["state"], held["source"]) == ("logs", "arriving", "eu")
+            assert wait_state(admin, sent.job_id, "succeeded")["state"] == "succeeded"
+        again = front.route({**spec, "federation": {"data": ["logs"]}})
+        assert again.route.member == "us" and again.moves == ()
+        assert {c.member: c.move_gb for c in again.candidates if c.ok} == {"eu": 0, "us": 0}
+
+        # A copy the member will not record (a move of years): the job is still taken, and
+        # the front says what the member did not take.
+        far = front.submit({**spec, "federation": {"data": ["huge"], "regions": ["us"]}})
+        assert far.route.member == "us" and far.job_id is not None
+        [note] = far.notes
+        assert note.startswith("us was not told that data set huge is on its way: refused (422)")
+        with us.client() as admin:
+            assert admin.post(f"/v1/jobs/{far.job_id}/cancel").status_code == 202
+            assert [d["name"] for d in admin.get("/v1/datasets").json()["datasets"]] == ["logs"]
 
         # The owner's regions.
         r, _ = route(regions=["eu"])
@@ -321,6 +365,7 @@ network: {{gbps: 10, hour_usd: 2.25}}
 
         # Submitted: the member gets the job without the block, and the decision with the move.
         sent = front.submit({**spec, "federation": {"data": ["weights"]}})
+        assert sent.moves == () and sent.notes == ()
         assert sent.route.member == "eu" and sent.job_id is not None
         with eu.client() as admin:
             kept = admin.get(f"/v1/jobs/{sent.job_id}").json()["job"]["spec"]
@@ -329,8 +374,20 @@ network: {{gbps: 10, hour_usd: 2.25}}
             assert scores["us"]["move $"] == pytest.approx(2000 * 0.02 + seconds / 3600 * 2.25,
                                                            rel=1e-3)  # fmt: skip
             assert wait_state(admin, sent.job_id, "succeeded")["state"] == "succeeded"
-        with us.client() as admin:
-            assert admin.get("/v1/jobs").json()["jobs"] == []
+        with us.client() as admin:  # the two jobs sent there above, and no other
+            assert len(admin.get("/v1/jobs").json()["jobs"]) == 2
+
+        # An operator's command line for the copies (admins only).
+        root = (us.state / "admin.token").read_text().strip()
+        put = run_cli(us, root, "datasets", "put", "ckpt", "--gb", "5", "--arriving-in", "60",
+                      "--source", "eu")  # fmt: skip
+        assert put.startswith("data set ckpt: arriving, due ")
+        listed = run_cli(us, root, "datasets")
+        assert "ckpt" in listed and "arriving" in listed and "logs" in listed
+        assert run_cli(us, root, "datasets", "rm", "ckpt") == "data set ckpt: forgotten here\n"
+        plain = CliRunner().invoke(cli, ["datasets", "--server", us.url, "--token",
+                                         tenant_token(us, "vision")])  # fmt: skip
+        assert plain.exit_code == 1 and "admin" in plain.output
 
         # The command line reads the block from the job's file.
         job = tmp_path / "job.yaml"

@@ -182,7 +182,7 @@ def test_migrations_create_the_schema(store_url: str) -> None:
     try:
         names = set(sa.inspect(store.engine).get_table_names())
         assert {"usage_records", "usage_gpus", "ledger_entries"} <= names
-        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0009"
+        assert store_db.current_revision(store.engine) == store_db.head_revision() == "0010"
         with store.engine.connect() as conn:
             ctx = MigrationContext.configure(
                 conn, opts={"compare_type": True, "version_table": store_db.VERSION_TABLE}
@@ -225,7 +225,7 @@ def test_a_schema_newer_than_the_code_is_refused(store_url: str) -> None:
 
 
 def test_without_migrate_an_unmigrated_database_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0009'"):
+    with pytest.raises(StoreError, match=r"revision None, this suanli needs '0010'"):
         open_store(tmp_path / "empty.db", migrate=False)
 
 
@@ -686,7 +686,8 @@ def test_migration_0009_keeps_every_entry_and_refuses_to_go_down_over_settlement
                 return [(e.kind, e.charge.key, e.charge.amount) for e in journal(conn)]
 
         before = rows()
-        assert store_db.upgrade(engine) == "0009"
+        command.upgrade(cfg, "0009")
+        assert store_db.current_revision(engine) == "0009"
         assert rows() == before
         with engine.begin() as conn:
             # Still append-only, still one reversal per entry, and settlements are taken.

@@ -1,5 +1,6 @@
 """The control plane's HTTP API (``suanli serve``): jobs, services, queues, nodes, usage and
-tokens (the services' routes are in ``suanli.api.services``).
+tokens (the services' routes are in ``suanli.api.services``, the data sets held here in
+``suanli.api.datasets``).
 
 ``create_app`` builds a FastAPI app over an open store. Every endpoint but ``/healthz`` (and
 ``/metrics`` when ``metrics_public``) needs ``Authorization: Bearer <token>``; a missing,
@@ -33,6 +34,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 import suanli
 from suanli.api import schemas as s
 from suanli.api.batch import SubmitBatcher
+from suanli.api.datasets import install_datasets
 from suanli.api.errors import ApiError, install, invalid
 from suanli.api.logs import read_range, tail_offset
 from suanli.api.middleware import Guard
@@ -426,6 +428,7 @@ def create_app(
         app, store, who=acting, intake=intake, clock_ms=clock_ms, wake=wake,
         bad_strings=_bad_strings,
     )  # fmt: skip
+    install_datasets(app, store, who=acting, clock_ms=clock_ms)
 
     # --- cluster ---------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cancel": ("suanli.cli.client", "cancel_command"),
     "logs": ("suanli.cli.client", "logs_command"),
     "nodes": ("suanli.cli.client_nodes", "nodes_app"),
+    "datasets": ("suanli.cli.client_datasets", "datasets_app"),
     "usage": ("suanli.cli.client", "usage_command"),
     "ready": ("suanli.cli.client", "ready_command"),
     "token": ("suanli.cli.client_tokens", "token_app"),

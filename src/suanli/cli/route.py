@@ -3,6 +3,7 @@ member control planes and submits it to the winner with its decision attached.""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -55,10 +56,19 @@ def route_command(
     except SpecError as e:
         refused(str(e))
     if as_json:
-        print_json({"route": routed.route.as_dict(), "job": routed.job_id})
+        print_json({"route": routed.route.as_dict(), "job": routed.job_id,
+                    "moves": [asdict(m) for m in routed.moves], "notes": list(routed.notes)})  # fmt: skip
         return
     typer.echo(routed.route.explain())
+    for m in routed.moves:
+        typer.echo(f"Data to move: {m.name}, {m.gb:,.6g} GB from {m.source} to {m.target} "
+                   f"({m.seconds / 60:,.1f} min, ${m.usd:,.2f})")  # fmt: skip
     if routed.job_id is not None:
         typer.echo(f"Submitted job {routed.job_id} to member {routed.route.member}")
+        for m in routed.moves:
+            if not any(m.name in n for n in routed.notes):
+                typer.echo(f"Recorded at {m.target}: data set {m.name} on its way")
+        for n in routed.notes:
+            typer.echo(f"Warning: {n}", err=True)
     else:
         typer.echo("Nothing was submitted (--dry-run)")

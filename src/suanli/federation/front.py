@@ -44,22 +44,25 @@ A member is then excluded, with the reason and without being asked, where the ow
 allow it, where a data set may not be in its jurisdiction, or where an online job's users are
 farther than their bound; after its GPUs are known, where the job's worst case there (its
 GPUs at the dearest price it accepts for ``max_runtime``, the member's limit on it, plus the
-data's move) would pass its budget. A data set not held at a member is priced as moved there
-from the copy cheapest to move from (the source's egress and the link's time), and the job
-starts there no sooner than it arrives. The front prices the move and the decision records
-it; moving the bytes is left to the data's owners (a member does not yet say which copies it
-holds: item 6 of a live member).
+data's move) would pass its budget. Where the job reads data, every member is first asked
+which copies it holds (``GET /v1/datasets``, item 6 of a live member): a copy counts where
+the file's ``at`` lists it or a member says it is present, and a copy on its way counts from
+when it is due. A data set not held at a member is priced as moved there from the copy
+cheapest to move from (the source's egress and the link's time), and the job starts there no
+sooner than it arrives. Once the job is sent, each data set to move is recorded at the
+winner as arriving (``PUT /v1/datasets/{name}``), so a later job finds it on its way and none
+is moved twice; moving the bytes is left to the data's owners.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -77,9 +80,15 @@ from suanli.federation.model import (
 from suanli.federation.units import units_per_gpu_hour
 
 __all__ = [
-    "DEFAULT_RUN_S", "Asks", "Front", "FrontFederation", "FrontMember", "Routed",
+    "DEFAULT_RUN_S", "Asks", "DataMove", "Front", "FrontFederation", "FrontMember", "Routed",
     "load_federation", "load_members",
 ]  # fmt: skip
+
+_T = TypeVar("_T")
+
+Copies = dict[str, dict[str, float]]
+"""Per data set a job reads, the members holding a copy and when each is there (epoch
+seconds; 0 for a copy there now)."""
 
 DEFAULT_RUN_S = 3600.0
 """A job's run where it gives neither ``estimate`` nor ``max_runtime``."""
@@ -269,6 +278,22 @@ class Routed:
     route: Route
     candidates: tuple[Candidate, ...]
     job_id: str | None = None
+    moves: tuple[DataMove, ...] = ()
+    """The data sets to move to the winner (each recorded there as arriving once sent)."""
+    notes: tuple[str, ...] = ()
+    """What went wrong after the job was taken (a copy the winner was not told of)."""
+
+
+@dataclass(frozen=True)
+class DataMove:
+    """One data set to move for a job: from where, how much, how long and at what price."""
+
+    name: str
+    source: str
+    target: str
+    gb: float
+    seconds: float
+    usd: float
 
 
 @dataclass(frozen=True)
@@ -355,16 +380,48 @@ class Front:
                     figures["max_latency_ms"], figures["budget_usd"])  # fmt: skip
         return asks, body
 
-    def candidates(self, spec: dict[str, Any], asks: Asks | None = None) -> list[Candidate]:
+    def candidates(
+        self, spec: dict[str, Any], asks: Asks | None = None, copies: Copies | None = None
+    ) -> list[Candidate]:
         """Each member as the job at hand finds it, in the federation's order: all asked at
         once, so that a slow or unreachable member costs the front one timeout, not one
-        each."""
+        each (``copies``: where each data set the job reads is, ``copies``)."""
+        asks = Asks() if asks is None else asks
+        copies = self.copies(asks) if copies is None else copies
+        return self._each(lambda k, m: self._candidate(k, m, spec, asks, copies))
+
+    def copies(self, asks: Asks) -> Copies:
+        """Where each data set ``asks`` reads is, and from when (epoch seconds: 0 for a copy
+        there now): the file's ``at``, and what each member says it holds (``GET
+        /v1/datasets``, asked of all at once; a member that does not answer adds nothing)."""
+        out: Copies = {name: dict.fromkeys(self.fed.copies[name], 0.0) for name in asks.data}
+        if not asks.data:
+            return out
+        for m, held in zip(self.members, self._each(lambda k, m: self._held(m)), strict=True):
+            for name, at in held.items():
+                if name in out:
+                    out[name][m.name] = min(out[name].get(m.name, math.inf), at)
+        return out
+
+    def _each(self, ask: Callable[[int, FrontMember], _T]) -> list[_T]:
+        """``ask`` of every member at once (up to ``MAX_ASKING``), in the file's order."""
         from concurrent.futures import ThreadPoolExecutor
 
-        asks = Asks() if asks is None else asks
         with ThreadPoolExecutor(max_workers=min(len(self.members), MAX_ASKING)) as pool:
-            return list(pool.map(lambda km: self._candidate(km[0], km[1], spec, asks),
-                                 enumerate(self.members)))  # fmt: skip
+            return list(pool.map(lambda km: ask(*km), enumerate(self.members)))
+
+    def _held(self, m: FrontMember) -> dict[str, float]:
+        """The copies ``m`` says it holds (0: there now) or is being sent (when due)."""
+        r = self._call(m, "GET", "/v1/datasets")
+        if isinstance(r, str):
+            return {}
+        try:
+            rows = r.json()["datasets"]
+            return {str(d["name"]): 0.0 if d["state"] == "present" else
+                    datetime.fromisoformat(d["arrives_at"]).timestamp()
+                    for d in rows}  # fmt: skip
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return {}  # not the API's answer: the file's copies still count
 
     def route(self, spec: dict[str, Any]) -> Routed:
         """The router's decision for ``spec`` (a job spec, its tenant named), sending
@@ -372,15 +429,21 @@ class Front:
         return self._route(*self.asks(spec))
 
     def _route(self, asks: Asks, body: dict[str, Any]) -> Routed:
-        cands = self.candidates(body, asks)
+        copies = self.copies(asks)
+        cands = self.candidates(body, asks, copies)
         gpus = _gpus(body)
         req = RouteRequest(str(body.get("name") or "job"), max(1, math.ceil(gpus)),
                            body.get("priority_class") == "online")  # fmt: skip
-        return Routed(self.router.route(req, cands), tuple(cands))
+        r = self.router.route(req, cands)
+        moves = () if r.member is None else self._plan(self.by_name[r.member], asks, copies)[1]
+        return Routed(r, tuple(cands), moves=tuple(moves))
 
     def submit(self, spec: dict[str, Any]) -> Routed:
         """Route ``spec`` and submit it to the winner with its decision; ``SpecError`` if no
-        member may take it (every member's reason in the message) or the winner refuses."""
+        member may take it (every member's reason in the message) or the winner refuses.
+        Each data set to move there is then recorded at the winner as arriving (``PUT
+        /v1/datasets``), so that a later job finds the copy on its way and none is sent
+        twice; a member that does not take that record leaves a note, not a lost job."""
         asks, body = self.asks(spec)
         routed = self._route(asks, body)
         r = routed.route
@@ -395,7 +458,15 @@ class Front:
         except (ValueError, TypeError, KeyError) as e:
             raise SpecError(f"member {member.name} answered the submission with something "
                             f"that is not the API's ({type(e).__name__}: {e})") from None  # fmt: skip
-        return Routed(r, routed.candidates, job_id)
+        notes = []
+        for mv in routed.moves:
+            told = self._call(member, "PUT", f"/v1/datasets/{mv.name}", {
+                "gb": mv.gb, "state": "arriving", "arrives_in_s": mv.seconds,
+                "source": mv.source})  # fmt: skip
+            if isinstance(told, str):
+                notes.append(f"{member.name} was not told that data set {mv.name} is on its "
+                             f"way: {told}")  # fmt: skip
+        return Routed(r, routed.candidates, job_id, routed.moves, tuple(notes))
 
     # ------------------------------------------------------------------ one member
     def _call(
@@ -414,9 +485,11 @@ class Front:
             return f"refused ({r.status_code}): {_error(r)}"
         return r
 
-    def _candidate(self, order: int, m: FrontMember, spec: dict[str, Any], asks: Asks) -> Candidate:
+    def _candidate(
+        self, order: int, m: FrontMember, spec: dict[str, Any], asks: Asks, copies: Copies
+    ) -> Candidate:
         try:
-            return self._ask(order, m, spec, asks)
+            return self._ask(order, m, spec, asks, copies)
         except (ValueError, TypeError, KeyError, AttributeError) as e:  # not the API's JSON
             return Candidate(m.name, order, excluded=(
                 f"down: its answer is not the API's ({type(e).__name__}: {e})"))  # fmt: skip
@@ -437,25 +510,33 @@ class Front:
                     "the job's users cannot be checked", lat)  # fmt: skip
         return too_far(lat, asks.max_latency_ms), lat
 
-    def _move(self, m: FrontMember, asks: Asks) -> tuple[float, float, float]:
-        """The data the job reads that ``m`` holds no copy of: GB, seconds (the moves run
-        together) and price, each moved from the copy cheapest to move from."""
-        net = self.fed.network
-        gb = secs = usd = 0.0
+    def _plan(self, m: FrontMember, asks: Asks, copies: Copies) -> tuple[float, list[DataMove]]:
+        """When the data the job reads would be at ``m`` (seconds from now) and what must
+        move there for it. A copy there, or on its way there, is used (from when it is due);
+        the rest is moved from the copy cheapest to move from (ties: the one there first),
+        as the simulated federation does. The moves run together."""
+        net, now = self.fed.network, time.time()
+        ready = 0.0
+        moves: list[DataMove] = []
         for name in asks.data:
-            held = self.fed.copies[name]
-            if m.name in held:
+            at = copies[name]
+            if m.name in at:
+                ready = max(ready, at[m.name] - now)
                 continue
             size = self.fed.datasets[name].size_gb
             ways = []
-            for src in (self.by_name[x] for x in held):
-                egress, link = net.transfer_usd(size, src, m)
-                ways.append((egress + link, net.transfer_s(size, src, m)))
-            cost, s = min(ways)
-            gb, secs, usd = gb + size, max(secs, s), usd + cost
-        return gb, secs, usd
+            for x, due in at.items():
+                egress, link = net.transfer_usd(size, self.by_name[x], m)
+                secs = max(due - now, 0.0) + net.transfer_s(size, self.by_name[x], m)
+                ways.append((egress + link, secs, x))
+            usd, secs, source = min(ways)
+            moves.append(DataMove(name, source, m.name, size, secs, usd))
+            ready = max(ready, secs)
+        return ready, moves
 
-    def _ask(self, order: int, m: FrontMember, spec: dict[str, Any], asks: Asks) -> Candidate:
+    def _ask(
+        self, order: int, m: FrontMember, spec: dict[str, Any], asks: Asks, copies: Copies
+    ) -> Candidate:
         why, lat = self._rules(m, asks)
         if why:
             return Candidate(m.name, order, excluded=why, latency_ms=lat)
@@ -477,7 +558,8 @@ class Front:
         if not total:
             return Candidate(m.name, order, latency_ms=lat,
                              excluded="it has no GPU of a model the job accepts")  # fmt: skip
-        gb, move_s, move_usd = self._move(m, asks)
+        move_s, moves = self._plan(m, asks, copies)
+        gb, move_usd = sum(x.gb for x in moves), sum(x.usd for x in moves)
         if asks.budget_usd is not None:
             # The member stops the job at max_runtime: its bill can never pass that.
             dearest = max(m.prices[x] for x in gpus_by_model)

@@ -420,5 +420,25 @@ service_demand = sa.Table(
     sa.Index(None, "service_id"),
 )
 
+# --- data sets held here (migration 0010) ----------------------------------------------------
+
+dataset_copies = sa.Table(
+    "dataset_copies",
+    metadata,
+    # A copy of a data set this member holds (``present``) or is being sent (``arriving``,
+    # expected at ``arrives_ms``, from ``source``): what it tells a federation front
+    # (``suanli.store.datasets``, ``docs/network.md`` "A live member", item 6).
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("size_gb", sa.Float, nullable=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("arrives_ms", sa.BigInteger, nullable=True),
+    sa.Column("source", sa.Text, nullable=True),
+    sa.Column("updated_ms", sa.BigInteger, nullable=False),
+    sa.Column("updated_by", sa.Text, nullable=False),
+    sa.CheckConstraint("size_gb >= 0", name="size_gb"),
+    sa.CheckConstraint("state IN ('present', 'arriving')", name="state"),
+    sa.CheckConstraint("state = 'present' OR arrives_ms IS NOT NULL", name="arrives"),
+)
+
 APPEND_ONLY_TABLES = ("usage_records", "usage_gpus", "ledger_entries", "budgets", "job_events")
 """Tables on which the database refuses UPDATE, DELETE and TRUNCATE."""
