@@ -56,6 +56,13 @@ def test_the_front_routes_to_the_member_that_starts_it_first_and_explains_why(
         wait = {c.member: c.start_s for c in routed.candidates if not c.excluded}
         assert wait["idle"] == 0.0 and 1800 <= wait["busy"] <= 7200
         assert dict(r.excluded)["gone"].startswith("down:")
+        # A spot job's hour follows each member's use now (the federation's stated rule, on
+        # demand when full, a tenth when idle): busy's one GPU is held, idle's is not.
+        spot = {c.member: c for c in front.route({**spec, "priority_class": "spot"}).candidates
+                if c.ok}  # fmt: skip
+        assert spot["busy"].price_hour == pytest.approx(10.0)
+        assert spot["idle"].price_hour == pytest.approx(1.0)
+        assert spot["busy"].list_price_hour == spot["idle"].list_price_hour == 10.0
 
         # Submitted: at the idle member with its decision, nowhere else.
         sent = front.submit(spec)

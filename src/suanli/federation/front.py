@@ -52,6 +52,10 @@ cheapest to move from (the source's egress and the link's time), and the job sta
 sooner than it arrives. Once the job is sent, each data set to move is recorded at the
 winner as arriving (``PUT /v1/datasets/{name}``), so a later job finds it on its way and none
 is moved twice; moving the bytes is left to the data's owners.
+
+A ``spot`` job's hour at a member is its on-demand hour times the federation's spot rule
+(``suanli.federation.prices.spot_multiplier``) at the share of the member's GPUs in service
+allocated now (``GET /v1/nodes``); the simulated federation sets it every six hours.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ from suanli.federation.model import (
     residency,
     too_far,
 )
+from suanli.federation.prices import spot_multiplier
 from suanli.federation.units import units_per_gpu_hour
 
 __all__ = [
@@ -546,9 +551,14 @@ class Front:
         listed = spec.get("gpu_models")
         accepts = set(listed) if isinstance(listed, list) else set()  # else: the member judges
         gpus_by_model: dict[str, int] = {}
+        in_service = used_milli = 0
         for n in nodes.json().get("nodes", []):
+            if n.get("state", "up") != "up":
+                continue
+            in_service += int(n.get("gpu_count", 0))
+            used_milli += sum(int(g.get("used_milli", 0)) for g in n.get("gpus", []))
             model = n.get("gpu_model")
-            if model and n.get("state", "up") == "up" and (not accepts or model in accepts):
+            if model and (not accepts or model in accepts):
                 gpus_by_model[model] = gpus_by_model.get(model, 0) + int(n.get("gpu_count", 0))
         unpriced = sorted(x for x in gpus_by_model if x not in m.prices)
         if unpriced:
@@ -578,11 +588,14 @@ class Front:
         start = math.inf if p50 is None else max(
             datetime.fromisoformat(p50).timestamp() - time.time(), 0.0)  # fmt: skip
         hour = _gpus(spec) * price
+        paid = hour
+        if spec.get("priority_class") == "spot":  # the federation's rule, at its use now
+            paid = hour * spot_multiplier(used_milli / 1000 / in_service if in_service else 0.0)
         run = float(spec.get("estimate") or spec.get("max_runtime") or DEFAULT_RUN_S) / speed
         return Candidate(
             m.name, order, admits_now=bool(got["room_now"]) and move_s <= 0,
             load=float(got["load"]),
-            start_s=max(start, move_s), run_s=run, price_hour=hour, list_price_hour=hour,
+            start_s=max(start, move_s), run_s=run, price_hour=paid, list_price_hour=hour,
             unit_price=price / units if units > 0 and all(map(_units, gpus_by_model)) else 0.0,
             move_gb=gb, move_s=move_s, move_cost=move_usd, latency_ms=lat,
         )  # fmt: skip
