@@ -1,6 +1,7 @@
 """A corpus of hostile inputs for the write routes of ``suanli serve`` (``tests/cli/test_hostile.py``),
 ``POST /v1/what-if``, which takes a job's body and must refuse what a submission refuses, and
-``/v1/datasets``, the copies of data sets a member holds (an admin's only).
+``/v1/datasets``, the copies of data sets a member holds, and ``POST /v1/jobs/{id}/withdraw``,
+a federation front's taking back of a pending job (both an admin's only).
 
 Each ``Case`` is one request a hostile tenant (by default ``ana``, a plain ``user`` of tenant
 ``vision``) sends, and what the server must answer: the status, for a 422 the field at fault
@@ -32,7 +33,8 @@ TOKENS = "POST /v1/tokens"
 REVOKE = "DELETE /v1/tokens/{token_id}"
 WHAT_IF = "POST /v1/what-if"
 DATASETS = "PUT /v1/datasets/{name}"
-ROUTES = (JOBS, CANCEL, TOKENS, REVOKE, WHAT_IF, DATASETS)
+WITHDRAW = "POST /v1/jobs/{job_id}/withdraw"
+ROUTES = (JOBS, CANCEL, TOKENS, REVOKE, WHAT_IF, DATASETS, WITHDRAW)
 MAX_BODY = 1_048_576
 """The server's request-body limit (``create_app``'s default)."""
 
@@ -105,7 +107,7 @@ class Case:
     @property
     def id(self) -> str:
         short = {JOBS: "jobs", CANCEL: "cancel", TOKENS: "tokens", REVOKE: "revoke",
-                 WHAT_IF: "what-if", DATASETS: "datasets"}[self.route]  # fmt: skip
+                 WHAT_IF: "what-if", DATASETS: "datasets", WITHDRAW: "withdraw"}[self.route]  # fmt: skip
         return f"{short}:{self.name}"
 
 
@@ -607,8 +609,55 @@ DATASET_CASES: list[Case] = [
 # fmt: on
 
 
+# --- POST /v1/jobs/{job_id}/withdraw ------------------------------------------------------------
+
+
+def _wd(job: str = "{bo_sleeper}") -> str:
+    return f"/v1/jobs/{job}/withdraw"
+
+
+WHY = {"reason": "re-routed"}
+
+# fmt: off
+WITHDRAW_CASES: list[Case] = [
+    Case(WITHDRAW, "user-withdraws-own-running-job", 403, _wd("{ana_sleeper}"), body=WHY,
+         says=("cancel it instead",)),
+    Case(WITHDRAW, "user-withdraws-another-users-job", 403, _wd(), body=WHY),
+    Case(WITHDRAW, "user-withdraws-another-tenants-job", 403, _wd("{nlp_sleeper}"), body=WHY),
+    Case(WITHDRAW, "tenant-admin-withdraws", 403, _wd(), body=WHY, token="vlead"),
+    Case(WITHDRAW, "no-token", 401, _wd(), body=WHY, token=None),
+    Case(WITHDRAW, "bogus-token", 401, _wd(), body=WHY, token="bogus"),
+    Case(WITHDRAW, "admin-withdraws-a-running-job", 409, _wd(), body=WHY, token="admin",
+         says=("not withdrawn", "is running")),
+    Case(WITHDRAW, "admin-withdraws-a-finished-job", 409, _wd("{ana_done}"), token="admin",
+         says=("is succeeded",)),
+    Case(WITHDRAW, "admin-withdraws-no-such-job", 404, _wd("9999999"), body=WHY, token="admin"),
+    Case(WITHDRAW, "reason-NUL", 422, _wd(), body={"reason": "a\0b"}, token="admin", field="reason"),
+    Case(WITHDRAW, "reason-newline", 422, _wd(), body={"reason": "a\nb"}, token="admin",
+         field="reason"),
+    Case(WITHDRAW, "reason-lone-surrogate", 422, _wd(), body={"reason": f"a{_S}"}, token="admin",
+         field="reason"),
+    Case(WITHDRAW, "reason-10k-chars", 422, _wd(), body={"reason": "r" * 10_000}, token="admin",
+         field="reason"),
+    Case(WITHDRAW, "reason-a-number", 422, _wd(), body={"reason": 5}, token="admin", field="reason"),
+    Case(WITHDRAW, "extra-field-force", 422, _wd(), body={**WHY, "force": True}, token="admin",
+         field="force"),
+    Case(WITHDRAW, "malformed-json", 422, _wd(), raw=b'{"reason": ', headers=JSON, token="admin",
+         field="body"),
+    Case(WITHDRAW, "json-array", 422, _wd(), raw=b'["x"]', headers=JSON, token="admin", field="body"),
+    Case(WITHDRAW, "body-over-1MiB", 413, _wd(), raw=over_limit(WHY), headers=JSON, token="admin"),
+    Case(WITHDRAW, "job-id-NUL", 404, _wd("a%00b"), body=WHY, token="admin"),
+    Case(WITHDRAW, "job-id-201-chars", 422, _wd("9" * 201), body=WHY, token="admin",
+         field="job_id"),
+    Case(WITHDRAW, "job-id-dotdot", 404, _wd("%2E%2E"), body=WHY, token="admin"),
+    Case(WITHDRAW, "get-method", 405, _wd(), method="GET", token="admin"),
+]
+# fmt: on
+
+
 CASES: list[Case] = (
     JOB_CASES + CANCEL_CASES + TOKEN_CASES + REVOKE_CASES + WHAT_IF_CASES + DATASET_CASES
+    + WITHDRAW_CASES
 )
 
 

@@ -132,6 +132,11 @@ ONE = "members:\n  - {name: a, url: 'http://x', token: t, prices: {H100: 1}}\n"
         (ONE + "datasets:\n  - {name: d, gb: 1, at: a}\n  - {name: d, gb: 2, at: a}\n", "unique"),
         (ONE + "network: {gbps: 0}\n", "network: gbps"),
         (ONE + "network: {mbps: 10}\n", "network: a mapping"),
+        (ONE + "1: x\n", "unknown field\\(s\\) 1"),
+        ("members:\n  - {name: eu west, url: 'http://x', token: t, prices: {H100: 1}}\n", "name"),
+        (ONE + "datasets:\n  - {name: x/../other, gb: 1, at: a}\n", "'name' must be letters"),
+        (ONE + "datasets:\n  - {name: d, gb: 1" + "0" * 400 + ", at: a}\n", "gb: must be a finite"),
+        (ONE + "datasets:\n  - {name: d, gb: 2000000000, at: a}\n", "gb: at most"),
         ("members:\n  - {name: a, url: 'http://x', token: t, prices: {H100: 1}, site: [91, 0]}\n",
          "site"),
         ("members:\n  - {name: a, url: 'http://x', token: t, prices: {H100: 1}, egress_usd_gb: x}\n",
@@ -271,7 +276,7 @@ datasets:
   - {{name: weights, gb: 2000, at: eu}}
   - {{name: corpus, gb: 100, at: [eu, us]}}
   - {{name: logs, gb: 1, at: [eu]}}
-  - {{name: huge, gb: 2000000000, at: [eu]}}
+  - {{name: huge, gb: 1000000000, at: [eu]}}
 network: {{gbps: 10, hour_usd: 2.25}}
 """)
         front = Front(load_federation(fed))
@@ -296,7 +301,11 @@ network: {{gbps: 10, hour_usd: 2.25}}
         assert Spy.asked[asked:] == ["/v1/datasets"]
 
         # 2,000 GB held only at eu: moving it to us is priced, and the job starts no sooner.
+        # The spy, found down when asked for its copies, is not asked again.
+        asked = len(Spy.asked)
         r, c = route(data=["weights"])
+        assert Spy.asked[asked:] == ["/v1/datasets"]
+        assert dict(r.excluded)["spy"].startswith("down: it answered 503")
         rtt_ms = 2 * great_circle_km(DUBLIN, VIRGINIA) / 200.0  # light in fibre: 200 km a ms
         seconds = 2000 * 8 / 10 + rtt_ms / 1000
         assert 5000 < great_circle_km(DUBLIN, VIRGINIA) < 5700  # about 5,450 km
@@ -369,6 +378,10 @@ network: {{gbps: 10, hour_usd: 2.25}}
         with pytest.raises(SpecError, match="no member may take the job") as e:
             front.submit({**capped, "federation": {"budget_usd": 11, "data": ["weights"]}})
         assert "budget: its worst case $51." in str(e.value)
+        # An elastic job's worst case is at the most workers it may grow to.
+        grows = front.route({**capped, "max_workers": 8, "federation": {"budget_usd": 11}}).route
+        assert grows.member is None
+        assert dict(grows.excluded)["us"] == "budget: its worst case $80.00 passes $11.00"
 
         # Submitted: the member gets the job without the block, and the decision with the move.
         sent = front.submit({**spec, "federation": {"data": ["weights"]}})
@@ -423,6 +436,12 @@ network: {{gbps: 10, hour_usd: 2.25}}
         ({"budget_usd": -1}, "budget_usd: must be a finite number >= 0"),
         ({"max_latency_ms": 30, "home": "a"}, "online job"),
         ({"max_latency_ms": float("nan"), "home": "a"}, "max_latency_ms: must be a finite"),
+        ({"home": ["a"]}, "home: \\['a'\\] is not a member"),
+        ({1: 2, "x": 3}, "unknown field\\(s\\) 1, x"),
+        ({"budget_usd": 10**400}, "budget_usd: must be a finite number"),
+        ({"regions": 0}, "regions: a list of names"),
+        ({"data": {}}, "data: a list of names"),
+        ({"budget_usd": 5, "max_runtime": "1h"}, "max_runtime: must be a finite number > 0"),
     ],
 )
 def test_a_bad_federation_block_is_refused_before_any_member_is_asked(
@@ -434,5 +453,145 @@ def test_a_bad_federation_block_is_refused_before_any_member_is_asked(
     fed.write_text(f"members:\n  - {{name: a, url: 'http://127.0.0.1:{free_port()}', token: t, "
                    "prices: {H100: 1}}\ndatasets:\n  - {name: d, gb: 1, at: a}\n")  # fmt: skip
     front = Front(load_federation(fed))
+    job = {"command": ["true"], "gpus": 1, "tenant": "t", "federation": asks}
+    if isinstance(asks, dict) and "max_runtime" in asks:
+        job["max_runtime"] = asks.pop("max_runtime")
     with pytest.raises(SpecError, match=says):
-        front.route({"command": ["true"], "gpus": 1, "tenant": "t", "federation": asks})
+        front.route(job)
+
+
+def test_a_job_waiting_far_longer_than_predicted_is_rerouted_once_and_only_if_pending(
+    tmp_path: Path, db_location: str
+) -> None:
+    """The idle member is down when the job is routed, so it waits at the busy one; once
+    the idle member is back, the front routes it again: taken back from the busy member
+    (cancelled there with the reason) and sent to the idle one, where it runs. Not before
+    it has waited three times its predicted wait (unless forced), never a job that runs,
+    and never twice."""
+    busy = start(tmp_path / "busy", db_location, gpus=1)
+    idle = start(tmp_path / "idle", str(tmp_path / "idle.db"), gpus=1)
+    try:
+        with busy.client(tenant_token(busy, "vision")) as c:
+            hour = hold_gpu(c, 60, max_runtime=3600)
+        tokens = (str(busy.state / "admin.token"), str(idle.state / "admin.token"))
+        down = federation(tmp_path, [("busy", busy.url, tokens[0]),
+                                     ("idle", f"http://127.0.0.1:{free_port()}", tokens[1])])  # fmt: skip
+        spec = {"command": [PY, "-c", "pass"], "gpus": 1, "estimate": 600, "tenant": "vision"}
+        first = Front(load_members(down)).submit(spec)
+        assert first.route.member == "busy" and first.job_id is not None
+        up = federation(tmp_path, [("busy", busy.url, tokens[0]), ("idle", idle.url, tokens[1])])
+        front = Front(load_members(up))
+        with busy.client() as admin:
+            kept = admin.get(f"/v1/jobs/{first.job_id}").json()["job"]
+            assert kept["state"] == "pending"
+            assert 1800 <= kept["spec"]["routing"]["wait_s"] <= 7200  # about an hour
+
+            # Not due: it has waited seconds of the three hours after which it may move.
+            early = front.reroute("busy", first.job_id)
+            assert not early.moved and early.why.startswith("it stays: it has waited 0.00 h of the")
+            # A running job is never taken back.
+            running = front.reroute("busy", hour, force=True)
+            assert not running.moved and running.why == "it stays: it is running at busy"
+
+            moved = front.reroute("busy", first.job_id, force=True)
+            assert moved.moved and moved.routed is not None, moved.why
+            assert moved.why.startswith("re-routed to idle by the federation front: finishes in")
+            r = moved.routed.route
+            assert r.member == "idle" and dict(r.excluded)["busy"].startswith("already tried")
+            gone = admin.get(f"/v1/jobs/{first.job_id}").json()["job"]
+            assert (gone["state"], gone["reason"]) == ("cancelled", moved.why)
+        with idle.client() as admin:
+            there = admin.get(f"/v1/jobs/{moved.routed.job_id}").json()["job"]
+            assert there["spec"]["routing"]["rerouted_from"] == "busy"
+            assert wait_state(admin, moved.routed.job_id, "succeeded")["state"] == "succeeded"
+        # At most once: a job that came by a re-route stays where it is.
+        with busy.client() as admin:
+            note = {**Route.from_dict(kept["spec"]["routing"]).as_dict(), "rerouted_from": "idle"}
+            twice = admin.post("/v1/jobs", json={**spec, "routing": note}).json()["id"]
+            again = front.reroute("busy", twice, force=True)
+            assert not again.moved and again.why == "it stays: it was re-routed once already (from idle)"
+            assert admin.get(f"/v1/jobs/{twice}").json()["job"]["state"] == "pending"
+            for job in (twice, hour):
+                admin.post(f"/v1/jobs/{job}/cancel")
+        # The command line.
+        out = CliRunner().invoke(cli, ["reroute", "busy", "nope", "-m", str(up)])
+        assert out.exit_code == 1 and "busy: job nope: refused (404)" in out.output
+    finally:
+        busy.stop()
+        idle.stop()
+
+
+def test_a_file_that_is_not_text_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "federation.yaml"
+    path.write_bytes(b"members: [\xff\xfe]\n")
+    with pytest.raises(SpecError, match="not UTF-8 text"):
+        load_federation(path)
+    token = tmp_path / "token"
+    token.write_bytes(b"\xff\xfe")
+    path.write_text(f"members:\n  - {{name: a, url: 'http://x', token_file: '{token}', "
+                    "prices: {H100: 1}}\n")  # fmt: skip
+    with pytest.raises(SpecError, match="token_file: not UTF-8 text"):
+        load_federation(path)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "what_if", "says"),
+    [
+        ('{"nodes": [{"gpu_model": "H100", "gpu_count": 1e400, "gpus": []}]}', None,
+         "gpu_count: inf is not a count"),
+        ('{"nodes": [{"gpu_model": "H100", "gpu_count": -8, "gpus": []}]}', None,
+         "gpu_count: -8 is not a count"),
+        (None, '{"room_now": "false", "load": 0, "start_estimate": {"p50": null}}',
+         "room_now: 'false' is not true or false"),
+        (None, '{"room_now": true, "load": NaN, "start_estimate": {"p50": null}}',
+         "load: nan is not a finite figure"),
+    ],
+)
+def test_a_member_answering_odd_figures_is_excluded_alone(
+    tmp_path: Path, nodes: str | None, what_if: str | None, says: str
+) -> None:
+    """A member that answers with figures no control plane gives (a count past a float's
+    range, a negative count, "false" as a text, NaN) is excluded as down, saying which
+    figure, and the front still routes among the others. The odd member is a stub: a real
+    server never answers so."""
+    good_nodes = '{"nodes": [{"gpu_model": "H100", "gpu_count": 1, "gpus": [], "state": "up"}]}'
+    good_what_if = '{"room_now": true, "load": 0.0, "start_estimate": {"p50": null}}'
+
+    def handler(body_nodes: str, body_what_if: str) -> type[BaseHTTPRequestHandler]:
+        class Member(BaseHTTPRequestHandler):
+            def answer(self, body: str) -> None:
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self.answer(body_nodes)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.answer(body_what_if)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Member
+
+    servers = [HTTPServer(("127.0.0.1", 0), handler(nodes or good_nodes, what_if or good_what_if)),
+               HTTPServer(("127.0.0.1", 0), handler(good_nodes, good_what_if))]  # fmt: skip
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        token = tmp_path / "t"
+        token.write_text("x")
+        fed = federation(tmp_path, [(name, f"http://127.0.0.1:{srv.server_address[1]}", str(token))
+                                    for name, srv in zip(("odd", "fine"), servers, strict=True)])  # fmt: skip
+        r = Front(load_members(fed)).route({"command": ["true"], "gpus": 1, "tenant": "t"}).route
+        assert r.member == "fine", r.explain()
+        why = dict(r.excluded)["odd"]
+        assert why.startswith("down: its answer is not the API's") and says in why, why
+    finally:
+        for srv in servers:
+            srv.shutdown()

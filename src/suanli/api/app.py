@@ -169,6 +169,7 @@ def create_app(
     gpus: Callable[[], tuple[Mapping[str, float], Mapping[str, float]]] | None = None,
     gpu_sampling: str = "off: no sampler",
     what_if: Callable[[Job], Future[WhatIf]] | None = None,
+    withdraw: Callable[[str, str], Future[str]] | None = None,
 ) -> FastAPI:
     """The API over ``store`` (see the module docstring and ``docs`` for the endpoints).
 
@@ -177,7 +178,8 @@ def create_app(
     ``gpus`` gives the GPUs per model (total, claimed) for the metrics, read at each scrape;
     ``gpu_sampling`` says how GPU utilisation is sampled (``nvml``, ``off: <why>``), for the
     job view; ``what_if`` asks the scheduler when a job would start if submitted now
-    (``Controller.ask_what_if``)."""
+    (``Controller.ask_what_if``); ``withdraw`` asks it to take a job back if still pending
+    (``Controller.ask_withdraw``)."""
     app = FastAPI(
         title="suanli",
         version=suanli.__version__,
@@ -377,6 +379,41 @@ def create_app(
             raise ApiError(404, f"no job {job_id!r}") from None
         wake()
         return s.job_out(job)
+
+    if withdraw is not None:  # the route needs a scheduler behind the API to answer it
+        take_back = withdraw
+
+        @app.post("/v1/jobs/{job_id}/withdraw", tags=["jobs"])
+        async def withdraw_job(
+            job_id: JobId, who: Who, body: s.WithdrawIn | None = None
+        ) -> s.JobOut:
+            """Take the job back if it has not started: the scheduler's next pass cancels it
+            if it is still pending, before anything could admit it, else it runs on and this
+            is 409 saying why. For a federation front re-routing a job (admins only)."""
+            if not who.admin:
+                raise ApiError(403, "only a federation front (an admin token) withdraws a job; "
+                               "cancel it instead")  # fmt: skip
+            if body is not None:
+                bad = list(_bad_strings(body.model_dump(mode="json"), ""))
+                if bad:
+                    raise ApiError(422, invalid(bad), fields=bad)
+            job = visible_job(who, job_id)
+            why = body.reason if body is not None and body.reason else f"withdrawn by {who.user}"
+            try:
+                asked = take_back(job.id, why)
+            except RuntimeError as e:  # the loop runs no passes: nothing would answer
+                raise ApiError(503, f"the scheduler cannot answer: {e}") from None
+            wake()
+            try:
+                refused = await asyncio.wait_for(asyncio.wrap_future(asked), WHAT_IF_WAIT_S)
+            except TimeoutError:
+                if asked.cancel():
+                    raise ApiError(503, f"the scheduler did not answer within "
+                                   f"{WHAT_IF_WAIT_S:g} s; the job was not withdrawn") from None  # fmt: skip
+                refused = await asyncio.wrap_future(asked)  # answered as it was given up
+            if refused:
+                raise ApiError(409, f"not withdrawn: {refused}")
+            return s.job_out(visible_job(who, job_id))
 
     @app.get(
         "/v1/jobs/{job_id}/logs",

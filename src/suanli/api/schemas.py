@@ -149,6 +149,14 @@ class GpuOut(BaseModel):
     fault: str | None = None
 
 
+class WithdrawIn(BaseModel):
+    """Why a federation front takes a job back (kept as the cancelled job's reason)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, Field(max_length=500, pattern=r"^[^\x00-\x1f]*$")] = ""
+
+
 class NodeOut(BaseModel):
     name: str
     gpu_count: int

@@ -4,6 +4,7 @@ federation front reads (``GET /v1/datasets``), through the API. Admins only."""
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -79,7 +80,8 @@ def put(
         body.update(state="arriving", arrives_in_s=arriving_in)
     if source is not None:
         body["source"] = source
-    got = Client.of(server, token).send("PUT", f"/v1/datasets/{name}", json=body).json()
+    got = Client.of(server, token).send("PUT", f"/v1/datasets/{quote(name, safe='')}", json=body)
+    got = got.json()
     if as_json:
         print_json(got)
         return
@@ -94,5 +96,5 @@ def rm(
     token: TokenOption = None,
 ) -> None:
     """Forget the copy held here (the data evicted)."""
-    Client.of(server, token).delete(f"/v1/datasets/{name}")
+    Client.of(server, token).delete(f"/v1/datasets/{quote(name, safe='')}")
     typer.echo(f"data set {name}: forgotten here")

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("suanli.cli.serve", "serve_command"),
     "submit": ("suanli.cli.client", "submit_command"),
     "route": ("suanli.cli.route", "route_command"),
+    "reroute": ("suanli.cli.route", "reroute_command"),
     "queue": ("suanli.cli.client", "queue_command"),
     "show": ("suanli.cli.client", "show_command"),
     "cancel": ("suanli.cli.client", "cancel_command"),

@@ -66,9 +66,45 @@ def route_command(
     if routed.job_id is not None:
         typer.echo(f"Submitted job {routed.job_id} to member {routed.route.member}")
         for m in routed.moves:
-            if not any(m.name in n for n in routed.notes):
+            if not any(f"data set {m.name} is on its way:" in n for n in routed.notes):
                 typer.echo(f"Recorded at {m.target}: data set {m.name} on its way")
         for n in routed.notes:
             typer.echo(f"Warning: {n}", err=True)
     else:
         typer.echo("Nothing was submitted (--dry-run)")
+
+
+def reroute_command(
+    member: Annotated[str, typer.Argument(help="The member the job waits at.")],
+    job_id: Annotated[str, typer.Argument(help="The job's id there.")],
+    members: Annotated[Path, typer.Option("--members", "-m", help="The federation file.")],
+    router: Annotated[
+        str, typer.Option(help="first-admit, least-loaded, cheapest or suanli.")
+    ] = "suanli",
+    force: Annotated[
+        bool, typer.Option("--force", help="Whatever it has waited (not 3x its predicted wait).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Route again a job that waits at a member far longer than predicted (3 times, at
+    least 30 minutes): if another member would finish it sooner, it is taken back (only
+    while it has not started) and sent there, at most once."""
+    from suanli.federation.front import Front, load_federation
+
+    try:
+        front = Front(load_federation(members), router)
+        done = front.reroute(member, job_id, force=force)
+    except (SpecError, UnknownPolicyError) as e:
+        refused(str(e))
+    sent = done.routed
+    if as_json:
+        print_json({"moved": done.moved, "why": done.why,
+                    "route": None if sent is None else sent.route.as_dict(),
+                    "job": None if sent is None else sent.job_id})  # fmt: skip
+        return
+    if sent is not None:
+        typer.echo(sent.route.explain())
+    typer.echo(done.why)
+    if done.moved and sent is not None:
+        typer.echo(f"Submitted job {sent.job_id} to member {sent.route.member}; job {job_id} "
+                   f"at {member} is withdrawn")  # fmt: skip

@@ -414,6 +414,7 @@ def build_server(
         gpus=gpu_counts,
         gpu_sampling=sampling,
         what_if=controller.ask_what_if,
+        withdraw=controller.ask_withdraw,
     )
     return server
 

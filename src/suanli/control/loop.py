@@ -85,6 +85,7 @@ from suanli.control.resize import Resizer
 from suanli.control.services import ServiceKeeper
 from suanli.control.spec import JobSpec
 from suanli.control.starts import LiveStarts, WhatIf
+from suanli.control.withdraw import Withdrawals
 from suanli.core.budget import BudgetBook
 from suanli.core.builder import PolicySet, Refusals, Setting, build
 from suanli.core.decisions import (
@@ -170,7 +171,7 @@ class ControlConfig:
         return Setting(t.tenancy, t.priority_classes, self.preemption, dict(t.admission))
 
 
-class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle, IdleReclaim):
+class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle, IdleReclaim, Withdrawals):
     """See the module docstring. Not thread-safe: one thread calls ``recover`` and ``step``
     (``run`` does both)."""
 
@@ -223,6 +224,8 @@ class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle, IdleReclaim):
         self.health_probe: Callable[[], None] | None = None  # the health watch, at once
         # Jobs asked about from other threads (the API's what-if), answered by the next pass.
         self.asks: queue.SimpleQueue[tuple[Job, Future[WhatIf]]] = queue.SimpleQueue()
+        # Jobs a federation front takes back if still pending (``suanli.control.withdraw``).
+        self.withdrawals = queue.SimpleQueue()
 
     def _apply(self, decisions: list[Decision], now: float) -> None:
         """Apply the cycle's decisions in order; one that raises fails its job alone (as
@@ -287,6 +290,7 @@ class Controller(Repair, Resizer, Inventory, Hardware, Lifecycle, IdleReclaim):
             log.exception("services: sizing pass failed; scheduling goes on")
         self._watch_inventory(now, at_once=lost)  # a lost task may mean a lost node
         self._ingest(now)
+        self._withdraw(now)  # after the new jobs, before the cycle could admit them
         decisions: list[Decision] = []
         down = self._engine_down()
         if down is None:

@@ -167,6 +167,16 @@ class RoutingNote(BaseModel):
     excluded: Annotated[list[RouteExcluded], Field(max_length=MAX_ROUTE_ROWS)] = Field(
         default_factory=list
     )
+    wait_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    """The wait the front predicted at this member when it sent the job (seconds)."""
+    asks: Annotated[dict[Annotated[str, Field(max_length=40)], Any], Field(max_length=8)] | None = (
+        None
+    )
+    """What the job asked of the federation (its spec's ``federation`` block): a front that
+    routes it again reads it here."""
+    rerouted_from: _Short | None = None
+    """The member a front took the job back from, having waited there far longer than
+    predicted (a job is re-routed at most once)."""
 
 
 class JobSpec(BaseModel):

@@ -52,13 +52,21 @@ from suanli.core.model import MILLI, Job, TaskRequest
 from suanli.core.registry import create
 from suanli.core.routing import Candidate, Route, RouteRequest, winner
 from suanli.federation.member import RESERVED, Member, Offer
-from suanli.federation.model import Federation, FedJob, Region, not_allowed, over_budget, too_far
+from suanli.federation.model import (
+    REROUTE_AFTER,
+    REROUTE_MIN_S,
+    TRIED,
+    Federation,
+    FedJob,
+    Region,
+    not_allowed,
+    over_budget,
+    too_far,
+)
 from suanli.federation.prices import SPOT_PERIOD_S, spot_multiplier
 
 __all__ = ["FedResult", "JobOutcome", "Move", "federate"]
 
-REROUTE_AFTER = 3.0
-REROUTE_MIN_S = 1800.0
 SPLIT_GAIN = 0.2
 SPLIT_COST = 0.1
 
@@ -250,7 +258,7 @@ class _Run:
     # ---------------------------------------------------------------- candidates
     def exclusion(self, fj: FedJob, job: Job, m: Member, now: float, skip: str) -> str:
         if m.name == skip:
-            return "already tried: the job waited there far longer than predicted"
+            return TRIED
         if not m.up(now):
             return "down"
         return (not_allowed(fj.regions, m.name) or self.fed.residency(fj, m.region)

@@ -61,19 +61,24 @@ allocated now (``GET /v1/nodes``); the simulated federation sets it every six ho
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
+from urllib.parse import quote
 
 import httpx
 
 from suanli.core.model import SpecError
 from suanli.core.registry import create
-from suanli.core.routing import Candidate, Route, RouteRequest
+from suanli.core.routing import Candidate, Route, RouteRequest, winner
 from suanli.federation.model import (
+    REROUTE_AFTER,
+    REROUTE_MIN_S,
+    TRIED,
     Dataset,
     Network,
     not_allowed,
@@ -85,8 +90,8 @@ from suanli.federation.prices import spot_multiplier
 from suanli.federation.units import units_per_gpu_hour
 
 __all__ = [
-    "DEFAULT_RUN_S", "Asks", "DataMove", "Front", "FrontFederation", "FrontMember", "Routed",
-    "load_federation", "load_members",
+    "DEFAULT_RUN_S", "Asks", "DataMove", "Front", "FrontFederation", "FrontMember", "Rerouted",
+    "Routed", "load_federation", "load_members",
 ]  # fmt: skip
 
 _T = TypeVar("_T")
@@ -144,14 +149,16 @@ def load_federation(path: Path) -> FrontFederation:
         data = yaml.safe_load(path.read_text())
     except OSError as e:
         raise SpecError(f"{path}: cannot read it: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text: {e.reason} at byte {e.start}") from None
     except yaml.YAMLError as e:
         raise SpecError(f"{path}: not valid YAML: {e}") from None
     rows = data.get("members") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:
         raise SpecError(f"{path}: needs 'members:', a list of at least one member")
-    unknown = sorted(set(data) - {"members", "datasets", "network"})
+    unknown = _unknown(data, {"members", "datasets", "network"})
     if unknown:
-        raise SpecError(f"{path}: unknown field(s) {', '.join(unknown)}")
+        raise SpecError(f"{path}: unknown field(s) {unknown}")
     members = _members(path, rows)
     datasets, copies = _datasets(path, data.get("datasets") or [], {m.name for m in members})
     net = data.get("network") or {}
@@ -175,12 +182,13 @@ def _members(path: Path, rows: list[Any]) -> list[FrontMember]:
         where = f"{path}: member {k + 1}"
         if not isinstance(row, dict):
             raise SpecError(f"{where}: a mapping of name, url, token or token_file, prices")
-        unknown = sorted(set(row) - MEMBER_FIELDS)
+        unknown = _unknown(row, MEMBER_FIELDS)
         if unknown:
-            raise SpecError(f"{where}: unknown field(s) {', '.join(unknown)}")
+            raise SpecError(f"{where}: unknown field(s) {unknown}")
         name, url = row.get("name"), row.get("url")
-        if not isinstance(name, str) or not name or any(m.name == name for m in out):
-            raise SpecError(f"{where}: 'name' must be a text, unique in the file")
+        if not _named(name) or any(m.name == name for m in out):
+            raise SpecError(f"{where}: 'name' must be letters, digits, '.', '_' or '-' (not "
+                            "first), unique in the file")  # fmt: skip
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise SpecError(f"{where} ({name}): 'url' must be an http:// or https:// URL")
         token = row.get("token")
@@ -189,6 +197,8 @@ def _members(path: Path, rows: list[Any]) -> list[FrontMember]:
                 token = Path(row["token_file"]).expanduser().read_text().strip()
             except OSError as e:
                 raise SpecError(f"{where} ({name}): token_file: {e.strerror}") from None
+            except UnicodeDecodeError:
+                raise SpecError(f"{where} ({name}): token_file: not UTF-8 text") from None
         if not isinstance(token, str) or not token:
             raise SpecError(f"{where} ({name}): give 'token' or 'token_file' (an admin token)")
         where = f"{where} ({name})"
@@ -221,17 +231,20 @@ def _datasets(
         where = f"{path}: data set {k + 1}"
         if not isinstance(row, dict):
             raise SpecError(f"{where}: a mapping of name, gb, at and jurisdictions")
-        unknown = sorted(set(row) - {"name", "gb", "at", "jurisdictions"})
+        unknown = _unknown(row, {"name", "gb", "at", "jurisdictions"})
         if unknown:
-            raise SpecError(f"{where}: unknown field(s) {', '.join(unknown)}")
+            raise SpecError(f"{where}: unknown field(s) {unknown}")
         name = row.get("name")
-        if not isinstance(name, str) or not name or name in datasets:
-            raise SpecError(f"{where}: 'name' must be a text, unique in the file")
+        if not _named(name) or name in datasets:
+            raise SpecError(f"{where}: 'name' must be letters, digits, '.', '_' or '-' (not "
+                            "first), unique in the file")  # fmt: skip
         where = f"{where} ({name})"
         try:
             gb = _number(row.get("gb"), "gb", 0.0)
         except SpecError as e:
             raise SpecError(f"{where}: {e}") from None
+        if gb > MAX_GB:
+            raise SpecError(f"{where}: gb: at most {MAX_GB:.0e} (an exabyte), got {gb:g}")
         at = row.get("at")
         if isinstance(at, str):
             at = [at]
@@ -249,12 +262,31 @@ def _datasets(
     return datasets, copies
 
 
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+"""A member's or a data set's name: as the API's paths take a data set's."""
+MAX_GB = 1e9
+"""As the API takes a data set's size (``suanli.api.datasets``)."""
+
+
+def _named(x: Any) -> TypeGuard[str]:
+    return isinstance(x, str) and NAME.fullmatch(x) is not None
+
+
+def _unknown(mapping: dict[Any, Any], known: set[str]) -> str:
+    """The keys of ``mapping`` not in ``known``, whatever their type, for a message."""
+    return ", ".join(sorted(map(str, set(mapping) - known)))
+
+
 def _number(x: Any, what: str, low: float | None) -> float:
     """``x`` as a finite number >= ``low`` (None: > 0); ``SpecError`` naming ``what``."""
-    ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    try:
+        ok = isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    except OverflowError:  # an integer past a float's range
+        ok = False
     if not ok or (x < low if low is not None else x <= 0):
         bound = f">= {low:g}" if low is not None else "> 0"
-        raise SpecError(f"{what}: must be a finite number {bound}, got {x!r}")
+        shown = repr(x) if len(repr(x)) <= 40 else repr(x)[:40] + "..."
+        raise SpecError(f"{what}: must be a finite number {bound}, got {shown}")
     return float(x)
 
 
@@ -287,6 +319,19 @@ class Routed:
     """The data sets to move to the winner (each recorded there as arriving once sent)."""
     notes: tuple[str, ...] = ()
     """What went wrong after the job was taken (a copy the winner was not told of)."""
+
+
+@dataclass(frozen=True)
+class Rerouted:
+    """What ``Front.reroute`` did: why, and where the job went (``routed``: the decision
+    among the other members, if one was made; its ``job_id``: the job there, if sent)."""
+
+    why: str
+    routed: Routed | None = None
+
+    @property
+    def moved(self) -> bool:
+        return self.routed is not None and self.routed.job_id is not None
 
 
 @dataclass(frozen=True)
@@ -344,13 +389,15 @@ class Front:
             return Asks(), body
         if not isinstance(block, dict):
             raise SpecError(f"the job's federation: a mapping of {', '.join(ASKS_FIELDS)}")
-        unknown = sorted(set(block) - set(ASKS_FIELDS))
+        unknown = _unknown(block, set(ASKS_FIELDS))
         if unknown:
-            raise SpecError(f"the job's federation: unknown field(s) {', '.join(unknown)}")
+            raise SpecError(f"the job's federation: unknown field(s) {unknown}")
         names = {}
         for key in ("regions", "data"):
-            v = block.get(key) or []
-            if isinstance(v, str):
+            v = block.get(key)
+            if v is None:
+                v = []
+            elif isinstance(v, str):
                 v = [v]
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 raise SpecError(f"the job's federation: {key}: a list of names")
@@ -362,7 +409,7 @@ class Front:
                                 "in the federation file")  # fmt: skip
             names[key] = v
         home = block.get("home")
-        if home is not None and home not in self.by_name:
+        if home is not None and (not isinstance(home, str) or home not in self.by_name):
             raise SpecError(f"the job's federation: home: {home!r} is not a member of the file")
         figures: dict[str, float | None] = {}
         for key, low in (("max_latency_ms", 0.0), ("budget_usd", 0.0)):
@@ -378,35 +425,64 @@ class Front:
             if home is None:
                 raise SpecError("the job's federation: max_latency_ms needs home, the member "
                                 "its users are at")  # fmt: skip
-        if figures["budget_usd"] is not None and not spec.get("max_runtime"):
-            raise SpecError("the job's federation: budget_usd needs the job's max_runtime: its "
-                            "worst case is priced on it")  # fmt: skip
+        if figures["budget_usd"] is not None:
+            if spec.get("max_runtime") is None:
+                raise SpecError("the job's federation: budget_usd needs the job's max_runtime: "
+                                "its worst case is priced on it")  # fmt: skip
+            _number(spec["max_runtime"], "max_runtime", None)
         asks = Asks(home, frozenset(names["regions"]), tuple(dict.fromkeys(names["data"])),
                     figures["max_latency_ms"], figures["budget_usd"])  # fmt: skip
         return asks, body
 
     def candidates(
-        self, spec: dict[str, Any], asks: Asks | None = None, copies: Copies | None = None
+        self,
+        spec: dict[str, Any],
+        asks: Asks | None = None,
+        copies: Copies | None = None,
+        skip: str = "",
+        down: Mapping[str, str] | None = None,
     ) -> list[Candidate]:
         """Each member as the job at hand finds it, in the federation's order: all asked at
         once, so that a slow or unreachable member costs the front one timeout, not one
-        each (``copies``: where each data set the job reads is, ``copies``)."""
+        each (``copies``: where each data set the job reads is, ``copies``; ``skip``: the
+        member a job is being taken back from; ``down``: members found down just now, with
+        why, not asked again)."""
         asks = Asks() if asks is None else asks
-        copies = self.copies(asks) if copies is None else copies
-        return self._each(lambda k, m: self._candidate(k, m, spec, asks, copies))
+        if copies is None:
+            copies, down = self.survey(asks)
+        down = down or {}
+
+        def one(k: int, m: FrontMember) -> Candidate:
+            if m.name == skip:
+                return Candidate(m.name, k, excluded=TRIED)
+            if m.name in down:  # the federation's rules first: they hold, up or down
+                why, lat = self._rules(m, asks)
+                return Candidate(m.name, k, excluded=why or down[m.name], latency_ms=lat)
+            return self._candidate(k, m, spec, asks, copies)
+
+        return self._each(one)
 
     def copies(self, asks: Asks) -> Copies:
         """Where each data set ``asks`` reads is, and from when (epoch seconds: 0 for a copy
-        there now): the file's ``at``, and what each member says it holds (``GET
-        /v1/datasets``, asked of all at once; a member that does not answer adds nothing)."""
+        there now): the file's ``at``, and what each member says it holds (``survey``)."""
+        return self.survey(asks)[0]
+
+    def survey(self, asks: Asks) -> tuple[Copies, dict[str, str]]:
+        """``copies``, from the file's ``at`` and what each member says it holds (``GET
+        /v1/datasets``, asked of all at once where the job reads data; one that refuses, an
+        older member, adds nothing), and the members found down on the way, with why."""
         out: Copies = {name: dict.fromkeys(self.fed.copies[name], 0.0) for name in asks.data}
+        down: dict[str, str] = {}
         if not asks.data:
-            return out
+            return out, down
         for m, held in zip(self.members, self._each(lambda k, m: self._held(m)), strict=True):
+            if isinstance(held, str):
+                down[m.name] = held
+                continue
             for name, at in held.items():
                 if name in out:
                     out[name][m.name] = min(out[name].get(m.name, math.inf), at)
-        return out
+        return out, down
 
     def _each(self, ask: Callable[[int, FrontMember], _T]) -> list[_T]:
         """``ask`` of every member at once (up to ``MAX_ASKING``), in the file's order."""
@@ -415,27 +491,35 @@ class Front:
         with ThreadPoolExecutor(max_workers=min(len(self.members), MAX_ASKING)) as pool:
             return list(pool.map(lambda km: ask(*km), enumerate(self.members)))
 
-    def _held(self, m: FrontMember) -> dict[str, float]:
-        """The copies ``m`` says it holds (0: there now) or is being sent (when due)."""
+    def _held(self, m: FrontMember) -> dict[str, float] | str:
+        """The copies ``m`` says it holds (0: there now) or is being sent (when due), or why
+        it is down."""
         r = self._call(m, "GET", "/v1/datasets")
         if isinstance(r, str):
-            return {}
+            return r if r.startswith("down:") else {}
         try:
-            rows = r.json()["datasets"]
-            return {str(d["name"]): 0.0 if d["state"] == "present" else
-                    datetime.fromisoformat(d["arrives_at"]).timestamp()
-                    for d in rows}  # fmt: skip
+            rows = list(r.json()["datasets"])
         except (ValueError, TypeError, KeyError, AttributeError):
             return {}  # not the API's answer: the file's copies still count
+        out = {}
+        for d in rows:  # a row that is not the API's is skipped, alone
+            try:
+                if d["state"] == "present":
+                    out[str(d["name"])] = 0.0
+                elif d["state"] == "arriving":
+                    out[str(d["name"])] = _epoch(d["arrives_at"])
+            except (ValueError, TypeError, KeyError, AttributeError):
+                continue
+        return out
 
     def route(self, spec: dict[str, Any]) -> Routed:
         """The router's decision for ``spec`` (a job spec, its tenant named), sending
         nothing."""
         return self._route(*self.asks(spec))
 
-    def _route(self, asks: Asks, body: dict[str, Any]) -> Routed:
-        copies = self.copies(asks)
-        cands = self.candidates(body, asks, copies)
+    def _route(self, asks: Asks, body: dict[str, Any], skip: str = "") -> Routed:
+        copies, down = self.survey(asks)
+        cands = self.candidates(body, asks, copies, skip, down)
         gpus = _gpus(body)
         req = RouteRequest(str(body.get("name") or "job"), max(1, math.ceil(gpus)),
                            body.get("priority_class") == "online")  # fmt: skip
@@ -451,11 +535,92 @@ class Front:
         twice; a member that does not take that record leaves a note, not a lost job."""
         asks, body = self.asks(spec)
         routed = self._route(asks, body)
+        if routed.route.member is None:
+            raise SpecError(f"no member may take the job: {routed.route.why}")
+        return self._send(routed, body, spec.get("federation"))
+
+    def reroute(self, member: str, job_id: str, force: bool = False) -> Rerouted:
+        """Route again job ``job_id`` of ``member``, sent there by a front, if it still waits
+        there ``REROUTE_AFTER`` times the wait predicted when it was sent (at least
+        ``REROUTE_MIN_S``; ``force``: whatever it has waited): among the other members, its
+        data's move counted again, it goes to the winner if the winner would finish it
+        sooner than staying would (its start as ``member`` now plans it, then its run
+        there). It is taken back only while it has not started (``POST
+        /v1/jobs/{id}/withdraw``), and then sent with ``rerouted_from``: at most once, as the
+        simulated federation's rule. ``SpecError`` where ``member`` cannot say."""
+        if member not in self.by_name:
+            raise SpecError(f"no member {member!r} in the federation file")
+        m = self.by_name[member]
+        got = self._call(m, "GET", f"/v1/jobs/{quote(job_id, safe='')}")
+        if isinstance(got, str):
+            raise SpecError(f"member {member}: job {job_id}: {got}")
+        try:
+            job = got.json()["job"]
+            stored, state = dict(job["spec"]), str(job["state"])
+            waited = time.time() - _epoch(job["submitted_at"])
+            est = (job.get("start_estimate") or {}).get("p50")
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise SpecError(f"member {member} answered with something that is not the API's "
+                            f"({type(e).__name__}: {e})") from None  # fmt: skip
+        note = stored.pop("routing", None) or {}
+        if state != "pending":
+            return Rerouted(f"it stays: it is {state} at {member}")
+        if note.get("rerouted_from"):
+            return Rerouted(f"it stays: it was re-routed once already (from "
+                            f"{note['rerouted_from']})")  # fmt: skip
+        due = max(REROUTE_AFTER * float(note.get("wait_s") or 0.0), REROUTE_MIN_S)
+        if waited < due and not force:
+            return Rerouted(f"it stays: it has waited {waited / 3600:.2f} h of the "
+                            f"{due / 3600:.2f} h after which it may be routed again")  # fmt: skip
+        body = {k: v for k, v in stored.items() if v is not None and k != "queue"}
+        asks, body = self.asks({**body, "federation": note.get("asks")} if note.get("asks")
+                               else body)  # fmt: skip
+        routed = self._route(asks, body, skip=member)
+        win = winner(routed.route, routed.candidates)
+        if win is None:
+            return Rerouted(f"it stays: no other member may take it ({routed.route.why})",
+                            routed)  # fmt: skip
+        # Staying: its start as the member plans it now, then its run there.
+        here = self._candidate(self.members.index(m), m, body, asks, self.copies(asks))
+        staying = math.inf if est is None or not here.ok else (
+            max(_epoch(est) - time.time(), 0.0) + here.run_s)  # fmt: skip
+        if not win.finish_s < staying:
+            return Rerouted(f"it stays: {win.member} would finish it in {win.finish_s / 3600:.2f} h, "
+                            f"staying in {staying / 3600:.2f} h", routed)  # fmt: skip
+        why = (f"re-routed to {win.member} by the federation front: finishes in "
+               f"{win.finish_s / 3600:.2f} h there against {staying / 3600:.2f} h here")  # fmt: skip
+        taken = self._call(m, "POST", f"/v1/jobs/{quote(job_id, safe='')}/withdraw",
+                           {"reason": why[:500]})  # fmt: skip
+        if isinstance(taken, str):
+            return Rerouted(f"it stays: {member} did not give it back: {taken}", routed)
+        try:
+            sent = self._send(routed, body, note.get("asks"), rerouted_from=member)
+        except SpecError as e:
+            # Taken back but not taken: it goes back to where it waited, a new job there.
+            back = self._call(m, "POST", "/v1/jobs", {**body, "routing": note} if note else body)
+            again = "" if isinstance(back, str) else f" as job {back.json().get('id')}"
+            raise SpecError(f"{e}; the job was sent back to {member}{again}" if again else
+                            f"{e}; and {member} did not take it back: {back}") from None  # fmt: skip
+        return Rerouted(why, sent)
+
+    def _send(
+        self, routed: Routed, body: dict[str, Any], asks: Any, rerouted_from: str | None = None
+    ) -> Routed:
+        """Submit ``body`` to ``routed``'s winner with the decision (the predicted wait there
+        and what the job asked of the federation kept with it), then record each data set to
+        move there as arriving."""
         r = routed.route
-        if r.member is None:
-            raise SpecError(f"no member may take the job: {r.why}")
+        assert r.member is not None
         member = self.by_name[r.member]
-        answer = self._call(member, "POST", "/v1/jobs", {**body, "routing": r.as_dict()})
+        win = winner(r, routed.candidates)
+        assert win is not None
+        note: dict[str, Any] = {**r.as_dict(), "wait_s": win.start_s if math.isfinite(
+            win.start_s) else None}  # fmt: skip
+        if asks:
+            note["asks"] = asks
+        if rerouted_from is not None:
+            note["rerouted_from"] = rerouted_from
+        answer = self._call(member, "POST", "/v1/jobs", {**body, "routing": note})
         if isinstance(answer, str):
             raise SpecError(f"member {member.name} did not take the job: {answer}")
         try:
@@ -465,7 +630,7 @@ class Front:
                             f"that is not the API's ({type(e).__name__}: {e})") from None  # fmt: skip
         notes = []
         for mv in routed.moves:
-            told = self._call(member, "PUT", f"/v1/datasets/{mv.name}", {
+            told = self._call(member, "PUT", f"/v1/datasets/{quote(mv.name, safe='')}", {
                 "gb": mv.gb, "state": "arriving", "arrives_in_s": mv.seconds,
                 "source": mv.source})  # fmt: skip
             if isinstance(told, str):
@@ -495,7 +660,8 @@ class Front:
     ) -> Candidate:
         try:
             return self._ask(order, m, spec, asks, copies)
-        except (ValueError, TypeError, KeyError, AttributeError) as e:  # not the API's JSON
+        except (ValueError, TypeError, KeyError, AttributeError, ArithmeticError) as e:
+            # Not the API's answer (odd JSON, a figure out of range): this member alone is out.
             return Candidate(m.name, order, excluded=(
                 f"down: its answer is not the API's ({type(e).__name__}: {e})"))  # fmt: skip
 
@@ -518,8 +684,8 @@ class Front:
     def _plan(self, m: FrontMember, asks: Asks, copies: Copies) -> tuple[float, list[DataMove]]:
         """When the data the job reads would be at ``m`` (seconds from now) and what must
         move there for it. A copy there, or on its way there, is used (from when it is due);
-        the rest is moved from the copy cheapest to move from (ties: the one there first),
-        as the simulated federation does. The moves run together."""
+        the rest is moved from the copy there cheapest to move from (ties: the one that
+        arrives first), as the simulated federation does. The moves run together."""
         net, now = self.fed.network, time.time()
         ready = 0.0
         moves: list[DataMove] = []
@@ -531,9 +697,15 @@ class Front:
             size = self.fed.datasets[name].size_gb
             ways = []
             for x, due in at.items():
+                if due > now:
+                    continue  # no copy there yet, as the simulated federation holds
                 egress, link = net.transfer_usd(size, self.by_name[x], m)
-                secs = max(due - now, 0.0) + net.transfer_s(size, self.by_name[x], m)
-                ways.append((egress + link, secs, x))
+                ways.append((egress + link, net.transfer_s(size, self.by_name[x], m), x))
+            if not ways:  # only copies on their way: from the first due, once it is there
+                x = min(at, key=lambda k: (at[k], k))
+                egress, link = net.transfer_usd(size, self.by_name[x], m)
+                ways.append((egress + link,
+                             at[x] - now + net.transfer_s(size, self.by_name[x], m), x))  # fmt: skip
             usd, secs, source = min(ways)
             moves.append(DataMove(name, source, m.name, size, secs, usd))
             ready = max(ready, secs)
@@ -555,11 +727,14 @@ class Front:
         for n in nodes.json().get("nodes", []):
             if n.get("state", "up") != "up":
                 continue
-            in_service += int(n.get("gpu_count", 0))
-            used_milli += sum(int(g.get("used_milli", 0)) for g in n.get("gpus", []))
+            count = _count(n.get("gpu_count", 0), "gpu_count")
+            in_service += count
+            used_milli += sum(
+                _count(g.get("used_milli", 0), "used_milli") for g in n.get("gpus", [])
+            )
             model = n.get("gpu_model")
             if model and (not accepts or model in accepts):
-                gpus_by_model[model] = gpus_by_model.get(model, 0) + int(n.get("gpu_count", 0))
+                gpus_by_model[model] = gpus_by_model.get(model, 0) + count
         unpriced = sorted(x for x in gpus_by_model if x not in m.prices)
         if unpriced:
             return Candidate(m.name, order, latency_ms=lat, excluded=(
@@ -573,7 +748,8 @@ class Front:
         if asks.budget_usd is not None:
             # The member stops the job at max_runtime: its bill can never pass that.
             dearest = max(m.prices[x] for x in gpus_by_model)
-            worst = _gpus(spec) * dearest * float(spec["max_runtime"]) / 3600.0 + move_usd
+            worst = _gpus(spec, most=True) * dearest * float(spec["max_runtime"]) / 3600.0
+            worst += move_usd
             why = over_budget(worst, asks.budget_usd)
             if why:
                 return Candidate(m.name, order, excluded=why, latency_ms=lat)
@@ -581,20 +757,24 @@ class Front:
         if isinstance(asked, str):
             return Candidate(m.name, order, excluded=asked, latency_ms=lat)
         got = asked.json()
+        if not isinstance(got["room_now"], bool):
+            raise ValueError(f"room_now: {got['room_now']!r} is not true or false")
+        load = float(got["load"])
+        if not (math.isfinite(load) and load >= 0):
+            raise ValueError(f"load: {got['load']!r} is not a finite figure >= 0")
         price = sum(m.prices[x] * n for x, n in gpus_by_model.items()) / total
         speed = sum(m.speeds.get(x, 1.0) * n for x, n in gpus_by_model.items()) / total
         units = sum(_units(x) * n for x, n in gpus_by_model.items()) / total
         p50 = got["start_estimate"]["p50"]
         start = math.inf if p50 is None else max(
-            datetime.fromisoformat(p50).timestamp() - time.time(), 0.0)  # fmt: skip
+            _epoch(p50) - time.time(), 0.0)  # fmt: skip
         hour = _gpus(spec) * price
         paid = hour
         if spec.get("priority_class") == "spot":  # the federation's rule, at its use now
             paid = hour * spot_multiplier(used_milli / 1000 / in_service if in_service else 0.0)
         run = float(spec.get("estimate") or spec.get("max_runtime") or DEFAULT_RUN_S) / speed
         return Candidate(
-            m.name, order, admits_now=bool(got["room_now"]) and move_s <= 0,
-            load=float(got["load"]),
+            m.name, order, admits_now=got["room_now"] and move_s <= 0, load=load,
             start_s=max(start, move_s), run_s=run, price_hour=paid, list_price_hour=hour,
             unit_price=price / units if units > 0 and all(map(_units, gpus_by_model)) else 0.0,
             move_gb=gb, move_s=move_s, move_cost=move_usd, latency_ms=lat,
@@ -610,14 +790,31 @@ def _units(model: str) -> float:
         return 0.0
 
 
-def _gpus(spec: dict[str, Any]) -> float:
-    """The GPUs a job holds: per task times tasks (0 for figures that are not numbers: the
+def _gpus(spec: dict[str, Any], most: bool = False) -> float:
+    """The GPUs a job holds: per task times tasks (``most``: an elastic job's at its
+    ``max_workers``, the most it may grow to); 0 for figures that are not numbers (the
     members judge the spec, and refuse it)."""
     try:
-        gpus = float(spec.get("gpus") or 0) * int(spec.get("tasks") or 1)
+        tasks = int(spec.get("tasks") or 1)
+        if most:
+            tasks = max(tasks, int(spec.get("max_workers") or 0))
+        gpus = float(spec.get("gpus") or 0) * tasks
     except (TypeError, ValueError, OverflowError):
         return 0.0
     return gpus if math.isfinite(gpus) and gpus >= 0 else 0.0
+
+
+def _epoch(iso: Any) -> float:
+    """An API time (ISO 8601) as epoch seconds; one without a zone is UTC, as the API's are."""
+    t = datetime.fromisoformat(str(iso))
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()
+
+
+def _count(x: Any, what: str) -> int:
+    """A member's count (GPUs, thousandths of one): an integer >= 0, else ``ValueError``."""
+    if not isinstance(x, int) or isinstance(x, bool) or x < 0:
+        raise ValueError(f"{what}: {x!r} is not a count")
+    return x
 
 
 def _error(r: httpx.Response) -> str:

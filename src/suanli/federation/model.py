@@ -26,9 +26,10 @@ from suanli.core.model import ClusterSpec, Job, SpecError
 from suanli.federation.prices import DC_PORT_HOUR_USD, LINK_GBPS, Reservation
 
 __all__ = [
-    "Dataset", "FedJob", "Federation", "Network", "Outage", "Region", "Site", "not_allowed",
-    "over_budget", "residency", "round_trip_ms", "too_far",
-]
+    "REROUTE_AFTER", "REROUTE_MIN_S", "TRIED", "Dataset", "FedJob", "Federation", "Network",
+    "Outage", "Region", "Site", "not_allowed", "over_budget", "residency", "round_trip_ms",
+    "too_far",
+]  # fmt: skip
 
 FIBRE_KM_PER_MS = 200.0
 """Light in fibre, about two thirds of c: 200 km a millisecond."""
@@ -232,6 +233,14 @@ class Federation:
 
 # The federation's rules, as the simulator and a live front (``suanli.federation.front``)
 # both apply them to a member: each says why the member is excluded, "" where it is not.
+
+REROUTE_AFTER = 3.0
+"""A job still waiting this many times its predicted wait after it was sent may be routed
+again (at most once)."""
+REROUTE_MIN_S = 1800.0
+"""... but never before it has waited this long."""
+TRIED = "already tried: the job waited there far longer than predicted"
+"""Why the member a job is taken back from is not a candidate when it is routed again."""
 
 
 def residency(datasets: Mapping[str, Dataset], names: Iterable[str], member: Site) -> str:
