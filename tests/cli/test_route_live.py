@@ -595,3 +595,47 @@ def test_a_member_answering_odd_figures_is_excluded_alone(
     finally:
         for srv in servers:
             srv.shutdown()
+
+
+def test_a_member_settles_the_charges_of_a_job_routed_from_another_region(
+    tmp_path: Path, db_location: str
+) -> None:
+    """A job a front sent to ``us`` from users at home in ``eu`` is a cross-region use: the
+    member's ledger holds its charges and, for each, a settlement crediting ``region/us``
+    (the two net to zero), as the simulated federation settles them; a job whose home is the
+    member is not settled. The ledger still reconciles clean against its usage."""
+    from suanli.control.metering import recomputed_usage
+    from suanli.metering.rating import rate
+    from suanli.store import journal, reconcile
+
+    prices = Path(__file__).resolve().parents[2] / "examples" / "prices.yaml"
+    srv = start(tmp_path / "us", db_location, gpus=1, prices=prices)
+    try:
+        spec = {"command": [PY, "-c", "import time; time.sleep(1.5)"], "gpus": 1,
+                "tenant": "vision"}  # fmt: skip
+        note = {"member": "us", "router": "suanli", "why": "the cheapest"}
+        with srv.client() as admin:
+            away = admin.post("/v1/jobs", json={**spec, "routing": {**note, "asks": {
+                "home": "eu"}}}).json()["id"]  # fmt: skip
+            local = admin.post("/v1/jobs", json={**spec, "routing": {**note, "asks": {
+                "home": "us"}}}).json()["id"]  # fmt: skip
+            for job in (away, local):
+                assert wait_state(admin, job, "succeeded")["state"] == "succeeded"
+        store = srv.server.store
+        deadline = time.monotonic() + 30
+        while not {e.charge.job_id for e in journal(store, kind="charge")} >= {away, local}:
+            assert time.monotonic() < deadline, "not metered"
+            time.sleep(0.2)
+        charges = [e.charge for e in journal(store, kind="charge") if e.charge.job_id == away]
+        settled = list(journal(store, kind="settlement"))
+        assert charges and len(settled) == len(charges)
+        assert {e.charge.org for e in settled} == {"region/us"}
+        assert {e.charge_key for e in settled} == {c.key for c in charges}
+        assert sum(e.charge.amount for e in settled) == -sum(c.amount for c in charges)
+        assert all(e.charge.job_id == away for e in settled)  # the local job: none
+        config = srv.server.controller.config
+        assert config.prices is not None
+        expected = list(rate(recomputed_usage(store, config), config.prices))
+        assert reconcile(store, expected).clean
+    finally:
+        srv.stop()

@@ -671,6 +671,19 @@ def test_a_settlement_credits_the_provider_and_nets_the_charge_to_zero(store: St
         reverse(store, settlement_key(c.key), NOW, "no")
 
 
+def test_a_settled_charge_reconciles_clean_and_a_fix_writes_nothing(store: Store) -> None:
+    """A settlement nets into its charge's key, but it is the provider's account: reconcile
+    compares the user's charges alone, so a settled charge is matched, not missing, and a
+    fix does not post it again."""
+    c = charge(0)
+    post_charges(store, [c], NOW, "b")
+    post_settlements(store, [(c, "region/eu-west")], NOW, "s")
+    report = reconcile(store, [c])
+    assert report.clean and report.matched == 1 and report.missing == ()
+    fixed = reconcile(store, [c], fix=True, now=NOW + timedelta(days=1))
+    assert fixed.clean and len(list(journal(store))) == 2
+
+
 def test_migration_0009_keeps_every_entry_and_refuses_to_go_down_over_settlements(
     store_url: str,
 ) -> None:

@@ -16,6 +16,12 @@ folded (``suanli.store.utilisation``): the bill's used and idle GPU time, and, w
 GPU time is unmeasured, never assumed used or idle. The sampler writes no sample once an
 attempt's end is written, so the figure metering reads is final.
 
+A job a federation front routed here from another region (its ``routing`` names this member
+and, in what it asked of the federation, a ``home`` that is another member) is a
+cross-region use: each of its charges is also settled, as the simulated federation settles
+them (``suanli.federation.settle``): a ``settlement`` entry crediting ``region/<member>``
+with the charge, in the same transaction.
+
 ``recomputed_usage`` rebuilds the usage records from the attempts table (and the samples)
 alone; the ledger must hold exactly those (the crash-safety check compares the two).
 """
@@ -28,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from suanli.control.crash import crash_point
 from suanli.metering.rating import rate
 from suanli.metering.usage import Attempt, UsageRecord, usage_records
-from suanli.store import Store, post_charges, record_usage
+from suanli.store import Store, post_charges, post_settlements, record_usage
 from suanli.store import jobs as js
 from suanli.store.utilisation import utilisation
 
@@ -136,10 +142,24 @@ def meter_attempt(
         records = list(usage_records(att, config.meter_interval_ms))
         new = record_usage(conn, records)
         if config.prices is not None:
-            post_charges(conn, rate(records, config.prices), at, LEDGER_BATCH)
+            charges = list(rate(records, config.prices))
+            post_charges(conn, charges, at, LEDGER_BATCH)
+            provider = cross_region(rec.spec)
+            if provider is not None:
+                post_settlements(conn, [(c, provider) for c in charges], at, LEDGER_BATCH)
         js.mark_metered(conn, a.job_id, a.attempt)
         crash_point("meter-inside")
     return new
+
+
+def cross_region(spec: dict[str, Any]) -> str | None:
+    """The account a job's charges are settled to (``region/<member>``) where a front
+    routed it here from another home region (module docstring), else None."""
+    note = spec.get("routing") or {}
+    member, home = note.get("member"), (note.get("asks") or {}).get("home")
+    if not isinstance(member, str) or not isinstance(home, str) or home == member.split("/")[0]:
+        return None
+    return f"region/{member.split('/')[0]}"
 
 
 def recomputed_usage(store: Store, config: ControlConfig) -> list[UsageRecord]:

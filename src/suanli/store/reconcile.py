@@ -2,8 +2,9 @@
 
 The caller recomputes the expected charges (rating the usage records of the attempts again);
 ``reconcile`` compares them, key by charge key, with the ledger's net: for each charge key,
-the sum of its entries (charges plus reversals) and the attributes of its live entry (a
-charge entry not reversed). Each expected key is then one of:
+the sum of its entries (charges plus reversals; a settlement, the provider's credit netting
+into the same key, is another account's and is left out) and the attributes of its live
+entry (a charge entry not reversed). Each expected key is then one of:
 
 - **matched**: exactly one live entry, equal to the expected charge, and a net equal to it;
 - **missing**: no live entry and a zero net (never posted, or posted and reversed);
@@ -34,6 +35,7 @@ from suanli.store.rows import (
     CHARGE,
     CHUNK_ROWS,
     MICRO,
+    SETTLEMENT,
     charge_of,
     entry_values,
     insert_entries,
@@ -142,7 +144,7 @@ def _load(conn: sa.Connection) -> tuple[dict[str, _Ledgered], set[str]]:
         sa.func.sum(e.c.amount_micro),
         sa.func.sum(e.c.quantity_nano),
         sa.func.sum(e.c.raw),
-    ).group_by(e.c.charge_key, e.c.currency)
+    ).where(e.c.kind != SETTLEMENT).group_by(e.c.charge_key, e.c.currency)
     for key, currency, amount, quantity, raw in conn.execute(net):
         held[key].currency_net[currency] = [int(amount), int(quantity), int(raw)]
     for (key,) in conn.execute(sa.select(e.c.key)):
