@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pg import location_fixture, postgres_server  # noqa: F401  (postgres_server: a fixture)
-from serving import PY, free_port, hold_gpu, run_cli, start, tenant_token, wait_state
+from serving import PY, free_port, hold_gpu, run_cli, start, tenant_token, wait_for, wait_state
 from suanli.cli.main import app as cli
 from suanli.core.model import SpecError
 from suanli.core.routing import Route
@@ -504,14 +505,20 @@ def test_a_job_waiting_far_longer_than_predicted_is_rerouted_once_and_only_if_pe
             there = admin.get(f"/v1/jobs/{moved.routed.job_id}").json()["job"]
             assert there["spec"]["routing"]["rerouted_from"] == "busy"
             assert wait_state(admin, moved.routed.job_id, "succeeded")["state"] == "succeeded"
-        # At most once: a job that came by a re-route stays where it is.
+        # At most once: the moved job's own decision, were it waiting at busy, keeps it there.
+        # A job no front of this version sent (no 'asks' kept) stays too.
         with busy.client() as admin:
-            note = {**Route.from_dict(kept["spec"]["routing"]).as_dict(), "rerouted_from": "idle"}
-            twice = admin.post("/v1/jobs", json={**spec, "routing": note}).json()["id"]
+            moved_note = {k: v for k, v in there["spec"]["routing"].items() if v is not None}
+            twice = admin.post("/v1/jobs", json={**spec, "routing": moved_note}).json()["id"]
             again = front.reroute("busy", twice, force=True)
-            assert not again.moved and again.why == "it stays: it was re-routed once already (from idle)"
-            assert admin.get(f"/v1/jobs/{twice}").json()["job"]["state"] == "pending"
-            for job in (twice, hour):
+            assert not again.moved and again.why == "it stays: it was re-routed once already (from busy)"
+            bare = Route.from_dict(kept["spec"]["routing"]).as_dict()
+            unsent = admin.post("/v1/jobs", json={**spec, "routing": bare}).json()["id"]
+            old = front.reroute("busy", unsent, force=True)
+            assert not old.moved and old.why.startswith("it stays: no front of this version")
+            for job in (twice, unsent):
+                assert admin.get(f"/v1/jobs/{job}").json()["job"]["state"] == "pending"
+            for job in (twice, unsent, hour):
                 admin.post(f"/v1/jobs/{job}/cancel")
         # The command line.
         out = CliRunner().invoke(cli, ["reroute", "busy", "nope", "-m", str(up)])
@@ -639,3 +646,96 @@ def test_a_member_settles_the_charges_of_a_job_routed_from_another_region(
         assert reconcile(store, expected).clean
     finally:
         srv.stop()
+
+
+def test_a_rerouted_job_stays_where_staying_is_sooner_or_its_rules_allow_nowhere_else(
+    tmp_path: Path, db_location: str
+) -> None:
+    """Routing again weighs staying (its start as the member plans it, then its run there)
+    against moving, and keeps what the job asked of the federation: a job whose data may
+    stay only in the EU is never moved to the US member, however long it waits. A winner
+    that refuses the job once it was taken back gets it sent back where it waited (a stub
+    winner here: a real member that passes the what-if and then refuses is rare)."""
+    eu = start(tmp_path / "eu", db_location, gpus=1)
+    us = start(tmp_path / "us", str(tmp_path / "us.db"), gpus=1)
+
+    class Refusing(BaseHTTPRequestHandler):
+        def answer(self, code: int, body: str) -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self.answer(200, '{"nodes": [{"gpu_model": "H100", "gpu_count": 8, "gpus": []}],'
+                             ' "datasets": []}')  # fmt: skip
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/v1/what-if":
+                self.answer(200, '{"room_now": true, "load": 0.0, "start_estimate": {"p50": '
+                                 f'"{datetime.now(UTC).isoformat()}"}}}}')  # fmt: skip
+            else:
+                self.answer(422, '{"error": "refused: the queue is closed", "fields": []}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    stub = HTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    try:
+        with eu.client(tenant_token(eu, "vision")) as c:
+            hour = hold_gpu(c, 60, max_runtime=3600)
+        tok = {n: str(s.state / "admin.token") for n, s in (("eu", eu), ("us", us))}
+        fed = tmp_path / "federation.yaml"
+
+        def write(slow: float, stub_too: bool) -> Front:
+            extra = (f"  - {{name: stub, url: 'http://127.0.0.1:{stub.server_address[1]}', "
+                     "token: x, prices: {H100: 0.01}}\n") if stub_too else ""  # fmt: skip
+            fed.write_text(
+                f"members:\n  - {{name: eu, url: '{eu.url}', token_file: '{tok['eu']}', "
+                "prices: {H100: 10.0}, jurisdiction: EU}\n"
+                f"  - {{name: us, url: '{us.url}', token_file: '{tok['us']}', "
+                f"prices: {{H100: 10.0}}, speeds: {{H100: {slow}}}, jurisdiction: US}}\n"
+                + extra + "datasets:\n  - {name: scans, gb: 5, at: [eu], jurisdictions: [EU]}\n")
+            return Front(load_federation(fed))
+
+        spec = {"command": [PY, "-c", "pass"], "gpus": 1, "estimate": 600, "tenant": "vision"}
+        # Residency: only eu may hold it, so it waits there, and stays there.
+        kept = write(1.0, False).submit({**spec, "federation": {"data": ["scans"]}})
+        assert kept.route.member == "eu"
+        stay = write(1.0, False).reroute("eu", str(kept.job_id), force=True)
+        assert not stay.moved and stay.why.startswith("it stays: no other member may take it")
+        assert "us: data residency: data set scans may stay only in EU" in stay.why
+
+        # us 100 times slower: an hour's wait at eu beats 16.7 hours' run at us.
+        with eu.client() as admin:
+            plain = admin.post("/v1/jobs", json={**spec, "routing": {
+                "member": "eu", "router": "suanli", "why": "w", "asks": {},
+                "wait_s": 60}}).json()["id"]  # fmt: skip
+            wait_for("its start estimate", lambda: (admin.get(f"/v1/jobs/{plain}").json()["job"]
+                                                    .get("start_estimate") or {}).get("p50"))  # fmt: skip
+            slow = write(0.01, False).reroute("eu", plain, force=True)
+            assert not slow.moved, slow.why
+            assert slow.why.startswith("it stays: us would finish it in 16.")
+
+            # The stub, the cheapest and as fast, wins and then refuses: back to eu, a new
+            # job there in its queue, never to be routed again; nothing at us.
+            with pytest.raises(SpecError, match="the job was sent back to eu as job") as e:
+                write(1.0, True).reroute("eu", plain, force=True)
+            assert "member stub did not take the job: refused (422)" in str(e.value)
+            back = str(e.value).rsplit(" ", 1)[-1]
+            assert admin.get(f"/v1/jobs/{plain}").json()["job"]["state"] == "cancelled"
+            again = admin.get(f"/v1/jobs/{back}").json()["job"]
+            assert again["state"] == "pending" and again["queue"] == "vision"
+            assert again["spec"]["routing"]["rerouted_from"] == "eu"
+            for job in (back, hour, str(kept.job_id)):
+                admin.post(f"/v1/jobs/{job}/cancel")
+        with us.client() as admin:
+            assert admin.get("/v1/jobs").json()["jobs"] == []
+    finally:
+        stub.shutdown()
+        eu.stop()
+        us.stop()

@@ -6,8 +6,10 @@ admitted in the meantime runs where it is. A cancel cannot promise that (it stop
 job too), so the front asks the scheduler loop itself: ``Withdrawals.ask_withdraw`` queues the
 ask, and the loop's next pass answers it after taking in the store's new jobs and cancels and
 before its scheduling cycle, so nothing can admit the job between the check and the taking
-back. A job still pending is taken out of the scheduler and stored as ``cancelled`` with the
-front's reason (its history has a ``withdrawn`` event); any other answers why not: its state.
+back. A job still pending that has never started here is taken out of the scheduler and
+stored as ``cancelled`` with the front's reason (its history has a ``withdrawn`` event); any
+other answers why not: its state, a cancel asked since the pass took in the cancels, or an
+earlier attempt (a job requeued after a preemption resumes here, from its checkpoint).
 As the simulated federation's ``Member.withdraw``.
 """
 
@@ -64,14 +66,20 @@ class Withdrawals:
                 f.set_exception(e)
 
     def _take_back(self: Controller, job_id: str, why: str, now: float) -> str:
-        if job_id in self.pending and job_id not in self.cancelling and self.sched.remove(job_id):
-            self._leave_pending(job_id)
-            js.set_job_state(self.store, job_id, "cancelled", to_ms(now), reason=why,
-                             event="withdrawn")  # fmt: skip
-            return ""
         rec = js.get_job(self.store, job_id, tenant=None)
         if rec is None:
             return f"there is no job {job_id}"
-        if rec.cancel_requested and rec.state not in js.FINAL_STATES:
+        if rec.state != "pending" or job_id not in self.pending:
+            return f"job {job_id} is {rec.state}"
+        if rec.cancel_requested:  # asked since this pass took in the cancels: theirs stands
             return f"job {job_id} is being cancelled"
-        return f"job {job_id} is {rec.state}"
+        if rec.attempts > 0 or any(k[0] == job_id for k in self.live):
+            # Requeued after a preemption or a lost node: it resumes here, from its checkpoint
+            # (and an attempt of it may still be stopping).
+            return f"job {job_id} has run here before (attempt {rec.attempts}): it resumes here"
+        if not self.sched.remove(job_id):
+            return f"job {job_id} is not waiting in the scheduler"
+        self._leave_pending(job_id)
+        js.set_job_state(self.store, job_id, "cancelled", to_ms(now), reason=why,
+                         event="withdrawn")  # fmt: skip
+        return ""

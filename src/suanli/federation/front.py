@@ -60,6 +60,7 @@ allocated now (``GET /v1/nodes``); the simulated federation sets it every six ho
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -321,6 +322,10 @@ class Routed:
     """What went wrong after the job was taken (a copy the winner was not told of)."""
 
 
+class Refused(SpecError):
+    """A member refused a job in so many words (a 4xx): it does not hold it."""
+
+
 @dataclass(frozen=True)
 class Rerouted:
     """What ``Front.reroute`` did: why, and where the job went (``routed``: the decision
@@ -542,16 +547,19 @@ class Front:
     def reroute(self, member: str, job_id: str, force: bool = False) -> Rerouted:
         """Route again job ``job_id`` of ``member``, sent there by a front, if it still waits
         there ``REROUTE_AFTER`` times the wait predicted when it was sent (at least
-        ``REROUTE_MIN_S``; ``force``: whatever it has waited): among the other members, its
-        data's move counted again, it goes to the winner if the winner would finish it
-        sooner than staying would (its start as ``member`` now plans it, then its run
-        there). It is taken back only while it has not started (``POST
-        /v1/jobs/{id}/withdraw``), and then sent with ``rerouted_from``: at most once, as the
-        simulated federation's rule. ``SpecError`` where ``member`` cannot say."""
+        ``REROUTE_MIN_S``; ``force``: whatever it has waited): among the other members, what
+        it asked of the federation and its data's move counted again, it goes to the winner
+        if the winner would finish it sooner than staying would (its start as ``member``
+        now plans it, then its run there). It is taken back only while it has never started
+        (``POST /v1/jobs/{id}/withdraw``), and then sent with ``rerouted_from``: at most
+        once, as the simulated federation's rule. A job no front sent, or whose predicted
+        wait was unknown, stays. ``SpecError`` where ``member`` cannot say, or where a job
+        taken back could not be placed again (its spec is in the message)."""
         if member not in self.by_name:
             raise SpecError(f"no member {member!r} in the federation file")
         m = self.by_name[member]
-        got = self._call(m, "GET", f"/v1/jobs/{quote(job_id, safe='')}")
+        path = f"/v1/jobs/{quote(job_id, safe='')}"
+        got = self._call(m, "GET", path)
         if isinstance(got, str):
             raise SpecError(f"member {member}: job {job_id}: {got}")
         try:
@@ -559,22 +567,29 @@ class Front:
             stored, state = dict(job["spec"]), str(job["state"])
             waited = time.time() - _epoch(job["submitted_at"])
             est = (job.get("start_estimate") or {}).get("p50")
+            start = None if est is None else max(_epoch(est) - time.time(), 0.0)
+            note = stored.pop("routing", None) or {}
+            if not isinstance(note, dict):
+                raise TypeError(f"routing: {note!r}")
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise SpecError(f"member {member} answered with something that is not the API's "
                             f"({type(e).__name__}: {e})") from None  # fmt: skip
-        note = stored.pop("routing", None) or {}
         if state != "pending":
             return Rerouted(f"it stays: it is {state} at {member}")
+        if note.get("asks") is None:
+            return Rerouted("it stays: no front of this version sent it there (its routing "
+                            "decision does not keep what it asked of the federation)")  # fmt: skip
         if note.get("rerouted_from"):
             return Rerouted(f"it stays: it was re-routed once already (from "
                             f"{note['rerouted_from']})")  # fmt: skip
-        due = max(REROUTE_AFTER * float(note.get("wait_s") or 0.0), REROUTE_MIN_S)
+        if note.get("wait_s") is None:
+            return Rerouted("it stays: its wait was not known when it was sent")
+        due = max(REROUTE_AFTER * float(note["wait_s"]), REROUTE_MIN_S)
         if waited < due and not force:
             return Rerouted(f"it stays: it has waited {waited / 3600:.2f} h of the "
                             f"{due / 3600:.2f} h after which it may be routed again")  # fmt: skip
         body = {k: v for k, v in stored.items() if v is not None and k != "queue"}
-        asks, body = self.asks({**body, "federation": note.get("asks")} if note.get("asks")
-                               else body)  # fmt: skip
+        asks, body = self.asks({**body, "federation": note["asks"]} if note["asks"] else body)
         routed = self._route(asks, body, skip=member)
         win = winner(routed.route, routed.candidates)
         if win is None:
@@ -582,50 +597,80 @@ class Front:
                             routed)  # fmt: skip
         # Staying: its start as the member plans it now, then its run there.
         here = self._candidate(self.members.index(m), m, body, asks, self.copies(asks))
-        staying = math.inf if est is None or not here.ok else (
-            max(_epoch(est) - time.time(), 0.0) + here.run_s)  # fmt: skip
+        if start is None or not here.ok:
+            why = "its start there is not known" if start is None else here.excluded
+            return Rerouted(f"it stays: {member} cannot say when it would finish it ({why})",
+                            routed)  # fmt: skip
+        staying = start + here.run_s
         if not win.finish_s < staying:
-            return Rerouted(f"it stays: {win.member} would finish it in {win.finish_s / 3600:.2f} h, "
-                            f"staying in {staying / 3600:.2f} h", routed)  # fmt: skip
+            return Rerouted(f"it stays: {win.member} would finish it in "
+                            f"{win.finish_s / 3600:.2f} h, staying in {staying / 3600:.2f} h",
+                            routed)  # fmt: skip
         why = (f"re-routed to {win.member} by the federation front: finishes in "
                f"{win.finish_s / 3600:.2f} h there against {staying / 3600:.2f} h here")  # fmt: skip
-        taken = self._call(m, "POST", f"/v1/jobs/{quote(job_id, safe='')}/withdraw",
-                           {"reason": why[:500]})  # fmt: skip
-        if isinstance(taken, str):
+        taken = self._call(m, "POST", path + "/withdraw", {"reason": why[:500]})
+        if isinstance(taken, str) and not self._withdrawn(m, path, why[:500]):
             return Rerouted(f"it stays: {member} did not give it back: {taken}", routed)
         try:
-            sent = self._send(routed, body, note.get("asks"), rerouted_from=member)
+            sent = self._send(routed, body, note["asks"], rerouted_from=member)
+        except Refused as e:
+            # Taken back, and refused in so many words: back where it waited, a new job
+            # there in its queue, never to be routed again.
+            back_body = {**body, "queue": stored.get("queue"),
+                         "routing": {**note, "rerouted_from": member}}  # fmt: skip
+            back = self._call(m, "POST", "/v1/jobs", back_body)
+            if isinstance(back, str):
+                raise SpecError(f"{e}; and {member} did not take it back ({back}): submit it "
+                                f"again: {json.dumps(back_body)}") from None  # fmt: skip
+            raise SpecError(f"{e}; the job was sent back to {member} as job "
+                            f"{_id_of(back)}") from None  # fmt: skip
         except SpecError as e:
-            # Taken back but not taken: it goes back to where it waited, a new job there.
-            back = self._call(m, "POST", "/v1/jobs", {**body, "routing": note} if note else body)
-            again = "" if isinstance(back, str) else f" as job {back.json().get('id')}"
-            raise SpecError(f"{e}; the job was sent back to {member}{again}" if again else
-                            f"{e}; and {member} did not take it back: {back}") from None  # fmt: skip
+            # The winner's answer was lost: it may hold the job. Sending it back too could
+            # run it twice; nothing more is sent.
+            raise SpecError(f"{e}; the job was taken back from {member}, and {win.member} may "
+                            f"hold it: look there before sending it again: "
+                            f"{json.dumps(body)}") from None  # fmt: skip
         return Rerouted(why, sent)
+
+    def _withdrawn(self, m: FrontMember, path: str, why: str) -> bool:
+        """Whether the job at ``path`` is cancelled with ``why`` (a withdrawal whose answer
+        was lost may still have been carried out)."""
+        again = self._call(m, "GET", path)
+        if isinstance(again, str):
+            return False
+        try:
+            job = again.json()["job"]
+            return bool(job["state"] == "cancelled" and job["reason"] == why)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return False
 
     def _send(
         self, routed: Routed, body: dict[str, Any], asks: Any, rerouted_from: str | None = None
     ) -> Routed:
         """Submit ``body`` to ``routed``'s winner with the decision (the predicted wait there
         and what the job asked of the federation kept with it), then record each data set to
-        move there as arriving."""
+        move there as arriving. ``Refused`` where the winner refuses it in so many words (a
+        4xx), ``SpecError`` where its answer was lost or unreadable (it may hold the job)."""
         r = routed.route
         assert r.member is not None
         member = self.by_name[r.member]
         win = winner(r, routed.candidates)
         assert win is not None
-        note: dict[str, Any] = {**r.as_dict(), "wait_s": win.start_s if math.isfinite(
-            win.start_s) else None}  # fmt: skip
-        if asks:
-            note["asks"] = asks
+        note: dict[str, Any] = {**r.as_dict(), "asks": asks or {}}
+        if math.isfinite(win.start_s):
+            note["wait_s"] = win.start_s
         if rerouted_from is not None:
             note["rerouted_from"] = rerouted_from
         answer = self._call(member, "POST", "/v1/jobs", {**body, "routing": note})
+        if isinstance(answer, str) and answer.startswith("refused (422)") and "routing." in answer:
+            # A member of an older version keeps the decision alone (it cannot be re-routed).
+            answer = self._call(member, "POST", "/v1/jobs", {**body, "routing": r.as_dict()})
         if isinstance(answer, str):
-            raise SpecError(f"member {member.name} did not take the job: {answer}")
+            cls = Refused if answer.startswith("refused") else SpecError
+            raise cls(f"member {member.name} did not take the job: {answer}")
         try:
-            job_id = str(answer.json()["id"])
-        except (ValueError, TypeError, KeyError) as e:
+            job_id = _id_of(answer)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise SpecError(f"member {member.name} answered the submission with something "
                             f"that is not the API's ({type(e).__name__}: {e})") from None  # fmt: skip
         notes = []
@@ -802,6 +847,11 @@ def _gpus(spec: dict[str, Any], most: bool = False) -> float:
     except (TypeError, ValueError, OverflowError):
         return 0.0
     return gpus if math.isfinite(gpus) and gpus >= 0 else 0.0
+
+
+def _id_of(r: httpx.Response) -> str:
+    """The job id a member's answer to a submission gives."""
+    return str(r.json()["id"])
 
 
 def _epoch(iso: Any) -> float:
