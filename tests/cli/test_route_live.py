@@ -486,6 +486,8 @@ def test_a_job_waiting_far_longer_than_predicted_is_rerouted_once_and_only_if_pe
             kept = admin.get(f"/v1/jobs/{first.job_id}").json()["job"]
             assert kept["state"] == "pending"
             assert 1800 <= kept["spec"]["routing"]["wait_s"] <= 7200  # about an hour
+            wait_for("its start estimate", lambda: (admin.get(f"/v1/jobs/{first.job_id}").json()
+                                                    ["job"].get("start_estimate") or {}).get("p50"))  # fmt: skip
 
             # Not due: it has waited seconds of the three hours after which it may move.
             early = front.reroute("busy", first.job_id)
@@ -739,3 +741,92 @@ def test_a_rerouted_job_stays_where_staying_is_sooner_or_its_rules_allow_nowhere
         stub.shutdown()
         eu.stop()
         us.stop()
+
+
+def stub_member(mode: str, posts: list[dict[str, object]]) -> HTTPServer:
+    """A member stub (what no real server here does): ``old`` refuses a decision with the
+    fields a member of an older version does not know (422), and takes it without them;
+    ``lost`` stores a job and then fails its answer (500). Each job body posted is kept."""
+    import json
+
+    class Stub(BaseHTTPRequestHandler):
+        def answer(self, code: int, body: object) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self.answer(200, {"nodes": [{"gpu_model": "H100", "gpu_count": 8, "gpus": []}],
+                              "datasets": []})  # fmt: skip
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if self.path == "/v1/what-if":
+                now = datetime.now(UTC).isoformat()
+                self.answer(200, {"room_now": True, "load": 0.0, "start_estimate": {"p50": now}})
+                return
+            posts.append(body)
+            extra = set(body.get("routing") or {}) - {"member", "router", "why", "scores",
+                                                      "excluded"}  # fmt: skip
+            if mode == "old" and extra:
+                self.answer(422, {"error": f"invalid request: routing.{sorted(extra)[0]}: Extra "
+                                           "inputs are not permitted", "fields": []})  # fmt: skip
+            elif mode == "old":
+                self.answer(201, {"id": "7"})
+            else:
+                self.answer(500, {"error": "internal error", "fields": []})
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_an_older_member_gets_the_decision_alone_and_a_lost_answer_sends_nothing_twice(
+    tmp_path: Path, db_location: str
+) -> None:
+    """A member of an older version refuses a decision with fields it does not know: the
+    front sends it the decision alone. A job taken back whose winner then fails to answer
+    (it may hold the job) is not sent back as well: the front says where to look and prints
+    the spec; the job is at no other member. Both winners are stubs."""
+    posts: list[dict[str, object]] = []
+    old, lost = stub_member("old", posts), stub_member("lost", posts)
+    eu = start(tmp_path / "eu", db_location, gpus=1)
+    try:
+        token = tmp_path / "t"
+        token.write_text("x")
+        fed = federation(tmp_path, [("old", f"http://127.0.0.1:{old.server_address[1]}", str(token))])
+        spec = {"command": [PY, "-c", "pass"], "gpus": 1, "estimate": 600, "tenant": "vision"}
+        sent = Front(load_members(fed)).submit(spec)
+        assert sent.job_id == "7" and len(posts) == 2
+        assert set(posts[1]["routing"]) == {"member", "router", "why", "scores", "excluded"}  # type: ignore[arg-type]
+
+        with eu.client(tenant_token(eu, "vision")) as c:
+            hour = hold_gpu(c, 60, max_runtime=3600)
+        eu_token = str(eu.state / "admin.token")
+        alone = federation(tmp_path, [("eu", eu.url, eu_token)])
+        first = Front(load_members(alone)).submit(spec)
+        assert first.route.member == "eu" and first.job_id is not None
+        both = federation(tmp_path, [("eu", eu.url, eu_token),
+                                     ("lost", f"http://127.0.0.1:{lost.server_address[1]}",
+                                      str(token))])  # fmt: skip
+        with eu.client() as admin:
+            wait_for("its start estimate", lambda: (admin.get(f"/v1/jobs/{first.job_id}").json()
+                                                    ["job"].get("start_estimate") or {}).get("p50"))  # fmt: skip
+        with pytest.raises(SpecError, match="lost may hold it: look there") as e:
+            Front(load_members(both)).reroute("eu", first.job_id, force=True)
+        assert '"command"' in str(e.value)  # the spec, to send it again by hand
+        with eu.client() as admin:
+            assert admin.get(f"/v1/jobs/{first.job_id}").json()["job"]["state"] == "cancelled"
+            assert [j["id"] for j in admin.get("/v1/jobs?state=pending").json()["jobs"]] == []
+            admin.post(f"/v1/jobs/{hour}/cancel")
+        assert len(posts) == 3  # the one lost answer; nothing posted again
+    finally:
+        old.shutdown()
+        lost.shutdown()
+        eu.stop()

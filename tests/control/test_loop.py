@@ -97,6 +97,45 @@ def test_cancel_pending_and_running(store: Store) -> None:
     assert state(store, run) == "cancelled" and used(store) == 0
 
 
+def test_a_front_withdraws_only_a_job_that_never_started(store: Store) -> None:
+    """``ask_withdraw`` (``POST /v1/jobs/{id}/withdraw``) is answered by the next pass,
+    before its cycle: a job still pending and never started is cancelled with the front's
+    reason; a running job, a job requeued after a preemption (it resumes here) and a job its
+    owner asked to cancel since the last pass are not taken."""
+    clock = Clock()
+    ctl, _ = make(store, clock, preempt=True)
+    ctl.recover()
+    ctl.health.state = "running"
+    spot = submit(store, spec(100, gpus=4, tasks=2, cls="spot"), clock.t)
+    wait = submit(store, spec(10, gpus=4, tasks=2, cls="spot"), clock.t)
+    ctl.step()
+    assert state(store, spot) == "running" and state(store, wait) == "pending"
+    asked = {job: ctl.ask_withdraw(job, "re-routed") for job in (spot, wait)}
+    ctl.step()
+    assert asked[spot].result(0) == f"job {spot} is running"
+    assert asked[wait].result(0) == ""
+    rec = js.get_job(store, wait)
+    assert rec is not None and (rec.state, rec.reason) == ("cancelled", "re-routed")
+    assert [e.kind for e in js.job_history(store, wait)][-1] == "withdrawn"
+    # A high job preempts the spot one, which waits again: it resumes here, not elsewhere.
+    clock.t += 10
+    submit(store, spec(20, gpus=4, tasks=2, cls="high"), clock.t)
+    ctl.step()
+    assert state(store, spot) == "pending"
+    again = ctl.ask_withdraw(spot, "re-routed")
+    ctl.step()
+    assert again.result(0).startswith(f"job {spot} has run here before (attempt 1)")
+    # A cancel its owner asked for after the pass took in the cancels stands.
+    late = submit(store, spec(10, gpus=4, tasks=2, cls="spot"), clock.t)
+    ctl.step()
+    assert state(store, late) == "pending"
+    ctl._ingest(clock.t)  # the pass's intake has run ...
+    js.request_cancel(store, late, 0, "ana")  # ... and then the owner cancels
+    mine = ctl.ask_withdraw(late, "re-routed")
+    ctl._withdraw(clock.t)
+    assert mine.result(0) == f"job {late} is being cancelled"
+
+
 def test_a_failing_task_fails_its_gang_and_max_runtime_is_a_failure(store: Store) -> None:
     clock = Clock()
     ctl, backend = make(store, clock)
