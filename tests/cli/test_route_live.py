@@ -661,32 +661,7 @@ def test_a_rerouted_job_stays_where_staying_is_sooner_or_its_rules_allow_nowhere
     eu = start(tmp_path / "eu", db_location, gpus=1)
     us = start(tmp_path / "us", str(tmp_path / "us.db"), gpus=1)
 
-    class Refusing(BaseHTTPRequestHandler):
-        def answer(self, code: int, body: str) -> None:
-            data = body.encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self.answer(200, '{"nodes": [{"gpu_model": "H100", "gpu_count": 8, "gpus": []}],'
-                             ' "datasets": []}')  # fmt: skip
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if self.path == "/v1/what-if":
-                self.answer(200, '{"room_now": true, "load": 0.0, "start_estimate": {"p50": '
-                                 f'"{datetime.now(UTC).isoformat()}"}}}}')  # fmt: skip
-            else:
-                self.answer(422, '{"error": "refused: the queue is closed", "fields": []}')
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    stub = HTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    stub = stub_member("refuse", [])
     try:
         with eu.client(tenant_token(eu, "vision")) as c:
             hour = hold_gpu(c, 60, max_runtime=3600)
@@ -746,7 +721,8 @@ def test_a_rerouted_job_stays_where_staying_is_sooner_or_its_rules_allow_nowhere
 def stub_member(mode: str, posts: list[dict[str, object]]) -> HTTPServer:
     """A member stub (what no real server here does): ``old`` refuses a decision with the
     fields a member of an older version does not know (422), and takes it without them;
-    ``lost`` stores a job and then fails its answer (500). Each job body posted is kept."""
+    ``lost`` stores a job and then fails its answer (500); ``refuse`` refuses every job
+    (422) after a what-if that said it would start at once. Each job body posted is kept."""
     import json
 
     class Stub(BaseHTTPRequestHandler):
@@ -776,6 +752,8 @@ def stub_member(mode: str, posts: list[dict[str, object]]) -> HTTPServer:
                                            "inputs are not permitted", "fields": []})  # fmt: skip
             elif mode == "old":
                 self.answer(201, {"id": "7"})
+            elif mode == "refuse":
+                self.answer(422, {"error": "refused: the queue is closed", "fields": []})
             else:
                 self.answer(500, {"error": "internal error", "fields": []})
 

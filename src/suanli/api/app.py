@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Query, Response, Security
@@ -51,6 +51,8 @@ from suanli.store import tokens as tk
 from suanli.store.ledger import DIMENSIONS, totals
 from suanli.store.schema import JOB_STATES
 from suanli.store.utilisation import gpu_time, job_utilisation
+
+_T = TypeVar("_T")
 
 LogFile = Callable[[str, int, int, str], Path | None]
 """``log_file(job_id, attempt, task, stream)``: where that log is, or None."""
@@ -120,6 +122,25 @@ def _bad_strings(value: Any, path: str) -> Iterable[s.ErrorField]:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _bad_strings(v, f"{path}.{i}")
+
+
+async def _loop_answer(ask: Callable[[], Future[_T]], wake: Callable[[], None], after: str) -> _T:
+    """The scheduler loop's answer to ``ask()``, a request its next pass answers (a what-if,
+    a withdrawal): 503 where the loop runs no passes, or where it has not begun to answer
+    within ``WHAT_IF_WAIT_S`` (the request is then given up: ``after`` says what that
+    means); an answer the loop has begun is awaited, so what it does is what is said."""
+    try:
+        asked = ask()
+    except RuntimeError as e:  # the loop runs no passes: nothing would answer
+        raise ApiError(503, f"the scheduler cannot answer: {e}") from None
+    wake()
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(asked), WHAT_IF_WAIT_S)
+    except TimeoutError:
+        if asked.cancel():
+            raise ApiError(503, f"the scheduler did not answer within {WHAT_IF_WAIT_S:g} s; "
+                           f"{after}") from None  # fmt: skip
+        return await asyncio.wrap_future(asked)
 
 
 def _parse_time(name: str, value: str | None) -> int | None:
@@ -289,17 +310,7 @@ def create_app(
                                ok.queue, None, who.user)  # fmt: skip
             except (SpecError, ValueError) as e:
                 raise ApiError(422, f"refused: {e}") from None
-            try:
-                asked = ask(job)
-            except RuntimeError as e:  # the loop runs no passes: nothing would answer
-                raise ApiError(503, f"the scheduler cannot answer: {e}") from None
-            wake()
-            try:
-                got = await asyncio.wait_for(asyncio.wrap_future(asked), WHAT_IF_WAIT_S)
-            except TimeoutError:
-                asked.cancel()
-                raise ApiError(503, f"the scheduler did not answer within {WHAT_IF_WAIT_S:g} s; "
-                               "ask again") from None  # fmt: skip
+            got = await _loop_answer(lambda: ask(job), wake, "ask again")
             est = got.estimate
 
             def at(t: float) -> str | None:
@@ -399,18 +410,8 @@ def create_app(
                     raise ApiError(422, invalid(bad), fields=bad)
             job = visible_job(who, job_id)
             why = body.reason if body is not None and body.reason else f"withdrawn by {who.user}"
-            try:
-                asked = take_back(job.id, why)
-            except RuntimeError as e:  # the loop runs no passes: nothing would answer
-                raise ApiError(503, f"the scheduler cannot answer: {e}") from None
-            wake()
-            try:
-                refused = await asyncio.wait_for(asyncio.wrap_future(asked), WHAT_IF_WAIT_S)
-            except TimeoutError:
-                if asked.cancel():
-                    raise ApiError(503, f"the scheduler did not answer within "
-                                   f"{WHAT_IF_WAIT_S:g} s; the job was not withdrawn") from None  # fmt: skip
-                refused = await asyncio.wrap_future(asked)  # answered as it was given up
+            refused = await _loop_answer(lambda: take_back(job.id, why), wake,
+                                         "the job was not withdrawn")  # fmt: skip
             if refused:
                 raise ApiError(409, f"not withdrawn: {refused}")
             return s.job_out(visible_job(who, job_id))
