@@ -520,6 +520,16 @@ def test_a_job_waiting_far_longer_than_predicted_is_rerouted_once_and_only_if_pe
             assert not old.moved and old.why.startswith("it stays: no front of this version")
             for job in (twice, unsent):
                 assert admin.get(f"/v1/jobs/{job}").json()["job"]["state"] == "pending"
+            # An operator's periodic run: every pending job a front sent there, each saying why.
+            every = CliRunner().invoke(cli, ["reroute", "busy", "--all", "-m", str(up), "--force"])
+            assert every.exit_code == 0, every.output
+            assert every.output.splitlines() == [
+                f"{twice}: it stays: it was re-routed once already (from busy)",
+                f"{unsent}: it stays: no front of this version sent it there (its routing "
+                "decision does not keep what it asked of the federation)",
+            ]
+            neither = CliRunner().invoke(cli, ["reroute", "busy", "-m", str(up)])
+            assert neither.exit_code == 2 and "--all" in neither.output
             for job in (twice, unsent, hour):
                 admin.post(f"/v1/jobs/{job}/cancel")
         # The command line.

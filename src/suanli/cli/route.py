@@ -76,8 +76,15 @@ def route_command(
 
 def reroute_command(
     member: Annotated[str, typer.Argument(help="The member the job waits at.")],
-    job_id: Annotated[str, typer.Argument(help="The job's id there.")],
-    members: Annotated[Path, typer.Option("--members", "-m", help="The federation file.")],
+    job_id: Annotated[
+        str | None, typer.Argument(help="The job's id there (or --all: every one due).")
+    ] = None,
+    members: Annotated[
+        Path | None, typer.Option("--members", "-m", help="The federation file.")
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every pending job a front sent to the member.")
+    ] = False,
     router: Annotated[
         str, typer.Option(help="first-admit, least-loaded, cheapest or suanli.")
     ] = "suanli",
@@ -88,23 +95,30 @@ def reroute_command(
 ) -> None:
     """Route again a job that waits at a member far longer than predicted (3 times, at
     least 30 minutes): if another member would finish it sooner, it is taken back (only
-    while it has not started) and sent there, at most once."""
+    while it has never started) and sent there, at most once. With --all, every pending
+    job a front sent to the member (for a periodic run)."""
     from suanli.federation.front import Front, load_federation
 
+    if members is None:
+        fail("give the federation file: --members FILE")
+    if (job_id is None) == (not every):
+        fail("name one job, or give --all (not both)")
     try:
         front = Front(load_federation(members), router)
-        done = front.reroute(member, job_id, force=force)
+        done = (front.reroute_all(member, force) if every
+                else [(str(job_id), front.reroute(member, str(job_id), force=force))])  # fmt: skip
     except (SpecError, UnknownPolicyError) as e:
         refused(str(e))
-    sent = done.routed
     if as_json:
-        print_json({"moved": done.moved, "why": done.why,
-                    "route": None if sent is None else sent.route.as_dict(),
-                    "job": None if sent is None else sent.job_id})  # fmt: skip
+        print_json([{"job": j, "moved": d.moved, "why": d.why,
+                     "route": None if d.routed is None else d.routed.route.as_dict(),
+                     "sent": None if d.routed is None else d.routed.job_id}
+                    for j, d in done])  # fmt: skip
         return
-    if sent is not None:
-        typer.echo(sent.route.explain())
-    typer.echo(done.why)
-    if done.moved and sent is not None:
-        typer.echo(f"Submitted job {sent.job_id} to member {sent.route.member}; job {job_id} "
-                   f"at {member} is withdrawn")  # fmt: skip
+    for j, d in done:
+        if d.routed is not None and not every:
+            typer.echo(d.routed.route.explain())
+        typer.echo(f"{j}: {d.why}")
+        if d.moved and d.routed is not None:
+            typer.echo(f"{j}: submitted as job {d.routed.job_id} to member "
+                       f"{d.routed.route.member}; withdrawn at {member}")  # fmt: skip

@@ -632,6 +632,38 @@ class Front:
                             f"{json.dumps(body)}") from None  # fmt: skip
         return Rerouted(why, sent)
 
+    def reroute_all(self, member: str, force: bool = False) -> list[tuple[str, Rerouted]]:
+        """``reroute`` every job a front sent to ``member`` that is pending there, in
+        submission order (for an operator's periodic run); each job's outcome, or its
+        ``SpecError`` as a ``Rerouted`` that did not move it."""
+        if member not in self.by_name:
+            raise SpecError(f"no member {member!r} in the federation file")
+        m = self.by_name[member]
+        ids: list[str] = []
+        after: str | None = None
+        while True:
+            query = "/v1/jobs?state=pending&limit=1000" + (f"&after={after}" if after else "")
+            page = self._call(m, "GET", query)
+            if isinstance(page, str):
+                raise SpecError(f"member {member}: its pending jobs: {page}")
+            try:
+                data = page.json()
+                ids += [str(j["id"]) for j in data["jobs"]
+                        if isinstance((j.get("spec") or {}).get("routing"), dict)]  # fmt: skip
+                after = data.get("next")
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                raise SpecError(f"member {member} answered with something that is not the "
+                                f"API's ({type(e).__name__}: {e})") from None  # fmt: skip
+            if not after:
+                break
+        out = []
+        for job_id in ids:
+            try:
+                out.append((job_id, self.reroute(member, job_id, force)))
+            except SpecError as e:
+                out.append((job_id, Rerouted(f"not re-routed: {e}")))
+        return out
+
     def _withdrawn(self, m: FrontMember, path: str, why: str) -> bool:
         """Whether the job at ``path`` is cancelled with ``why`` (a withdrawal whose answer
         was lost may still have been carried out)."""
