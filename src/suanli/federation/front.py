@@ -40,7 +40,7 @@ front and never sent to a member::
       max_latency_ms: 60     # an online job's users' round-trip bound
       budget_usd: 500        # the most it may cost (it needs max_runtime)
 
-A member is then excluded, with the reason and without being asked, where the owner does not
+A member is then excluded, with the reason and never told of the job, where the owner does not
 allow it, where a data set may not be in its jurisdiction, or where an online job's users are
 farther than their bound; after its GPUs are known, where the job's worst case there (its
 GPUs at the dearest price it accepts for ``max_runtime``, the member's limit on it, plus the
@@ -56,6 +56,11 @@ is moved twice; moving the bytes is left to the data's owners.
 A ``spot`` job's hour at a member is its on-demand hour times the federation's spot rule
 (``suanli.federation.prices.spot_multiplier``) at the share of the member's GPUs in service
 allocated now (``GET /v1/nodes``); the simulated federation sets it every six hours.
+
+``Front.reroute`` (``suanli reroute``) routes again a job a front sent that waits far longer
+than predicted, at most once, taking it back only while it has never started (``POST
+/v1/jobs/{id}/withdraw``); the decision a front attaches keeps the predicted wait (``wait_s``)
+and what the job asked of the federation (``asks``) for it.
 """
 
 from __future__ import annotations
