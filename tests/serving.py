@@ -191,3 +191,12 @@ def wait_for(what: str, probe: Any) -> Any:
             return got
         assert time.monotonic() < deadline, f"waited too long for {what}"
         time.sleep(0.05)
+
+
+def federation(tmp_path: Path, members: list[tuple[str, str, str]]) -> Path:
+    """A federation file of (name, url, admin token file) members, H100s at $10 an hour."""
+    rows = "".join(f"  - name: {n}\n    url: {u}\n    token_file: {t}\n    prices: {{H100: 10.0}}\n"
+                   for n, u, t in members)  # fmt: skip
+    path = tmp_path / "federation.yaml"
+    path.write_text("members:\n" + rows)
+    return path
