@@ -15,6 +15,9 @@ from suanli.cli.errors import fail
 from suanli.core.model import SpecError
 from suanli.core.registry import UnknownPolicyError
 
+RouterOption = Annotated[str, typer.Option(help="first-admit, least-loaded, cheapest or suanli.")]
+FILE_HELP = "The federation file: each member's URL, admin token and prices; its data sets."
+
 
 def route_command(
     spec_file: Annotated[Path, typer.Argument(help="The job's spec file (YAML or JSON).")],
@@ -23,15 +26,13 @@ def route_command(
         typer.Option(
             "--members",
             "-m",
-            help="The federation file: each member's URL, admin token and prices; its data sets.",
+            help=FILE_HELP,
         ),
     ],
     tenant: Annotated[
         str | None, typer.Option(help="The job's tenant (default: the spec's tenant).")
     ] = None,
-    router: Annotated[
-        str, typer.Option(help="first-admit, least-loaded, cheapest or suanli.")
-    ] = "suanli",
+    router: RouterOption = "suanli",
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say where it would go; submit nothing.")
     ] = False,
@@ -80,14 +81,12 @@ def reroute_command(
         str | None, typer.Argument(help="The job's id there (or --all: every one due).")
     ] = None,
     members: Annotated[
-        Path | None, typer.Option("--members", "-m", help="The federation file.")
+        Path | None, typer.Option("--members", "-m", help=FILE_HELP)
     ] = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every pending job a front sent to the member.")
     ] = False,
-    router: Annotated[
-        str, typer.Option(help="first-admit, least-loaded, cheapest or suanli.")
-    ] = "suanli",
+    router: RouterOption = "suanli",
     force: Annotated[
         bool, typer.Option("--force", help="Whatever it has waited (not 3x its predicted wait).")
     ] = False,

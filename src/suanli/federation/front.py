@@ -331,8 +331,14 @@ class Front:
         nothing."""
         return self._route(*self.asks(spec))
 
-    def _route(self, asks: Asks, body: dict[str, Any], skip: str = "") -> Routed:
-        copies, down = self.survey(asks)
+    def _route(
+        self,
+        asks: Asks,
+        body: dict[str, Any],
+        skip: str = "",
+        surveyed: tuple[Copies, dict[str, str]] | None = None,
+    ) -> Routed:
+        copies, down = self.survey(asks) if surveyed is None else surveyed
         cands = self.candidates(body, asks, copies, skip, down)
         gpus = _gpus(body)
         req = RouteRequest(str(body.get("name") or "job"), max(1, math.ceil(gpus)),
@@ -399,13 +405,14 @@ class Front:
                             f"{due / 3600:.2f} h after which it may be routed again")  # fmt: skip
         body = {k: v for k, v in stored.items() if v is not None and k != "queue"}
         asks, body = self.asks({**body, "federation": note["asks"]} if note["asks"] else body)
-        routed = self._route(asks, body, skip=member)
+        surveyed = self.survey(asks)  # once: for the decision and for staying
+        routed = self._route(asks, body, skip=member, surveyed=surveyed)
         win = winner(routed.route, routed.candidates)
         if win is None:
             return Rerouted(f"it stays: no other member may take it ({routed.route.why})",
                             routed)  # fmt: skip
         # Staying: its start as the member plans it now, then its run there.
-        here = self._candidate(self.members.index(m), m, body, asks, self.copies(asks))
+        here = self._candidate(self.members.index(m), m, body, asks, surveyed[0])
         if start is None or not here.ok:
             why = "its start there is not known" if start is None else here.excluded
             return Rerouted(f"it stays: {member} cannot say when it would finish it ({why})",
