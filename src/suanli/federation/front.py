@@ -258,7 +258,7 @@ class Front:
     ) -> list[Candidate]:
         """Each member as the job at hand finds it, in the federation's order: all asked at
         once, so that a slow or unreachable member costs the front one timeout, not one
-        each (``copies``: where each data set the job reads is, ``copies``; ``skip``: the
+        each (``copies``: where each data set the job reads is, as ``survey`` finds it; ``skip``: the
         member a job is being taken back from; ``down``: members found down just now, with
         why, not asked again)."""
         asks = Asks() if asks is None else asks
@@ -276,13 +276,9 @@ class Front:
 
         return self._each(one)
 
-    def copies(self, asks: Asks) -> Copies:
-        """Where each data set ``asks`` reads is, and from when (epoch seconds: 0 for a copy
-        there now): the file's ``at``, and what each member says it holds (``survey``)."""
-        return self.survey(asks)[0]
-
     def survey(self, asks: Asks) -> tuple[Copies, dict[str, str]]:
-        """``copies``, from the file's ``at`` and what each member says it holds (``GET
+        """Where each data set ``asks`` reads is, and from when (``Copies``), from the
+        file's ``at`` and what each member says it holds (``GET
         /v1/datasets``, asked of all at once where the job reads data; one that refuses, an
         older member, adds nothing), and the members found down on the way, with why."""
         out: Copies = {name: dict.fromkeys(self.fed.copies[name], 0.0) for name in asks.data}
