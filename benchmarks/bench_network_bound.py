@@ -6,9 +6,12 @@ is not proven reachable (docs/network.md, "How far it could go").
     PYTHONPATH=src python benchmarks/bench_network_bound.py [--seeds 0-2] [--block-s 1800]
     PYTHONPATH=src python benchmarks/bench_network_bound.py --variants [--seeds 7]
     PYTHONPATH=src python benchmarks/bench_network_bound.py --seeds 0 --placement
+    PYTHONPATH=src python benchmarks/bench_network_bound.py --fast-max-gpus 1 --fast-max-gpus 7
 
 ``--variants`` runs the six variants of ``bench_network_variants.py`` instead of the fixed
-week, on each of the seeds given. ``--placement`` also runs router/suanli once more and
+week, on each of the seeds given. ``--fast-max-gpus N`` (repeatable) also gives the bound
+over the routers that keep every job of more than N GPUs off the faster GPUs (docs/network.md,
+"A class of routers"). ``--placement`` also runs router/suanli once more and
 prints its mean JCT by width and by whether a GPU faster than the bulk's is allowed, and
 where its jobs ran, by width and GPU speed (docs/network.md, "Where the time goes" and "What
 the target would take").
@@ -87,6 +90,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--placement", action="store_true")
+    ap.add_argument("--fast-max-gpus", type=int, action="append", default=[])
     args = ap.parse_args()
     if args.variants:
         from bench_network_variants import VARIANTS
@@ -119,6 +123,12 @@ def main() -> None:
         print(f"     bound's GPU-hours on the faster classes by job width: {fast}; "
               f"LP {b.variables:,} columns, {b.rows:,} rows, solved in {b.solve_s:.1f} s; "
               f"seed {time.perf_counter() - t:.1f} s")  # fmt: skip
+        for n in args.fast_max_gpus:
+            k = jct_bound(fed, jobs, args.block_s, fast_max_gpus=n).mean_jct_s / h
+            print(f"     routers that keep jobs of more than {n} GPU(s) off the faster classes: "
+                  f"bound {k:.3f} h ({k / base:.3f}x): "
+                  f"{'out of reach' if k > TARGET * base else 'not proven out of reach'} "
+                  "for them")  # fmt: skip
         if args.placement:
             placement(fed, jobs, seed, max(s for s, _, capped in b.classes if not capped))
     print(f"bound over the best baseline's mean JCT: {min(ratios):.3f}-{max(ratios):.3f}x over "

@@ -112,7 +112,31 @@ def test_no_router_beats_the_bound(seed: int) -> None:
         jobs.append(FedJob(job, str(rng.choice(["us", "us2", "eu", "jp"]))))
     b = jct_bound(fed, jobs, block_s=900.0)
     assert b.loose_s <= b.mean_jct_s + 1e-6
+    # Keeping wide jobs off the fast GPUs only takes schedules away.
+    assert jct_bound(fed, jobs, block_s=900.0, fast_max_gpus=1).mean_jct_s >= b.mean_jct_s - 1e-6
     for router in ROUTERS:
         res = federate(fed, jobs, router, seed=seed)
         mean = float(np.mean([o.finish - o.fed.job.submit for o in res.outcomes]))
         assert b.mean_jct_s <= mean + 1e-6, router
+
+
+def test_a_router_that_keeps_wide_jobs_off_the_fast_gpus_is_bounded_by_their_free_run() -> None:
+    fed = two_speeds("1x8xA100")
+    jobs = [one(0, 2.5, gpus=2), one(1, 2.5)]
+    # Together: each at once on the eight A100s, 1 h each.
+    assert jct_bound(fed, jobs).mean_jct_s == pytest.approx(1.0 * H, rel=1e-6)
+    # The two-GPU job kept off them runs 2.5 h on the V100s; the one-GPU job still has them.
+    kept = jct_bound(fed, jobs, fast_max_gpus=1)
+    assert kept.mean_jct_s == pytest.approx((2.5 + 1.0) / 2 * H, rel=1e-6)
+    assert kept.fast_gpu_h == {1: pytest.approx(1.0)}
+    assert jct_bound(fed, jobs, fast_max_gpus=2).mean_jct_s == pytest.approx(1.0 * H, rel=1e-6)
+    with pytest.raises(SpecError, match="fast_max_gpus must be >= 0"):
+        jct_bound(fed, jobs, fast_max_gpus=-1)
+
+
+def test_a_job_only_the_fast_gpus_hold_keeps_them() -> None:
+    # Held to the A100 (its only model), a wide job cannot be kept off it by any router.
+    fed = two_speeds("1x8xA100")
+    held = Job("h", 0.0, 2.5 * H, TaskRequest(gpus=2, gpu_models=frozenset({"A100"})), tenant="t")
+    b = jct_bound(fed, [FedJob(held, "us")], fast_max_gpus=1)
+    assert b.mean_jct_s == pytest.approx(1.0 * H, rel=1e-6)

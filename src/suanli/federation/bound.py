@@ -32,6 +32,11 @@ job's split: it counts as two halves of its GPUs, each weighing half in the mean
 
 The bound is loose where the relaxation is: it proves a target out of reach when it passes
 it, and proves nothing when it does not.
+
+**A class of routers.** With ``fast_max_gpus``, jobs wider than it lose their capacitated
+options: the bound then holds for every router that keeps such jobs off the faster GPUs (as
+a router that saves those GPUs for narrow jobs does), and proves a target out of reach for
+that kind of router.
 """
 
 from __future__ import annotations
@@ -114,14 +119,26 @@ def fastest_allowed(fed: Federation, jobs: Sequence[FedJob]) -> list[float]:
     return [max((p.speed for p in pools if _allowed(fed, fj, p)), default=0.0) for fj in jobs]
 
 
-def jct_bound(fed: Federation, jobs: Sequence[FedJob], block_s: float = 1800.0) -> JctBound:
+def jct_bound(
+    fed: Federation,
+    jobs: Sequence[FedJob],
+    block_s: float = 1800.0,
+    fast_max_gpus: int | None = None,
+) -> JctBound:
     """The least mean JCT any router could reach with ``jobs`` on ``fed`` (module
-    docstring); ``SpecError`` for a job no GPU of the federation could ever hold."""
+    docstring); ``SpecError`` for a job no GPU of the federation could ever hold.
+
+    ``fast_max_gpus``: the bound over the routers that keep every job of more GPUs than
+    this off the capacitated classes (a divisible job's half counted by its own GPUs): such
+    a job has the free option alone. A job that only capacitated classes could hold keeps
+    them (no router could keep it off)."""
     from scipy import sparse
     from scipy.optimize import linprog
 
     if not block_s > 0:
         raise SpecError(f"bound: block_s must be > 0, got {block_s}")
+    if fast_max_gpus is not None and fast_max_gpus < 0:
+        raise SpecError(f"bound: fast_max_gpus must be >= 0, got {fast_max_gpus}")
     if not jobs:
         raise SpecError("bound: no jobs")
     pools = _pools(fed)
@@ -175,8 +192,9 @@ def jct_bound(fed: Federation, jobs: Sequence[FedJob], block_s: float = 1800.0) 
             opts.append((len(obj), f, f))
             obj.append(0.0)
             upper.append(1.0)
+        kept_off = bool(free) and fast_max_gpus is not None and g > fast_max_gpus
         for ci, s in enumerate(capped):
-            if not any(p.speed == s for p in ok):
+            if kept_off or not any(p.speed == s for p in ok):
                 continue
             q = r / s
             end = a + f
