@@ -22,9 +22,7 @@ from suanli.store import Store
 from suanli.store import datasets as ds
 from suanli.store.tokens import Principal
 
-DatasetName = Annotated[str, PathParam(max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
-MAX_GB = 1e9
-"""An exabyte: no data set is larger, and a larger figure is a mistake."""
+DatasetName = Annotated[str, PathParam(max_length=200, pattern=f"^{ds.NAME}$")]
 MAX_ARRIVAL_S = 365 * 86400.0
 
 
@@ -33,7 +31,7 @@ class CopyIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gb: Annotated[float, Field(ge=0, le=MAX_GB, allow_inf_nan=False)]
+    gb: Annotated[float, Field(ge=0, le=ds.MAX_GB, allow_inf_nan=False)]
     state: Literal["present", "arriving"] = "present"
     arrives_in_s: Annotated[float | None, Field(ge=0, le=MAX_ARRIVAL_S, allow_inf_nan=False)] = None
     """For an arriving copy: seconds from now until it is expected here."""

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from suanli.control.crash import crash_point
 from suanli.metering.rating import rate
 from suanli.metering.usage import Attempt, UsageRecord, usage_records
-from suanli.store import Store, post_charges, post_settlements, record_usage
+from suanli.store import Store, post_charges, post_settlements, provider, record_usage
 from suanli.store import jobs as js
 from suanli.store.utilisation import utilisation
 
@@ -157,9 +157,10 @@ def cross_region(spec: dict[str, Any]) -> str | None:
     routed it here from another home region (module docstring), else None."""
     note = spec.get("routing") or {}
     member, home = note.get("member"), (note.get("asks") or {}).get("home")
-    if not isinstance(member, str) or not isinstance(home, str) or home == member.split("/")[0]:
+    if not isinstance(member, str) or not isinstance(home, str):
         return None
-    return f"region/{member.split('/')[0]}"
+    region = member.split("/")[0]  # "member/model": a decision held to a GPU model
+    return None if home == region else provider(region)
 
 
 def recomputed_usage(store: Store, config: ControlConfig) -> list[UsageRecord]:

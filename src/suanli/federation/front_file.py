@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 
 from suanli.core.model import SpecError
 from suanli.federation.model import Dataset, Network
+from suanli.store import datasets as datasets_store
 
 __all__ = [
     "MAX_GB", "FrontFederation", "FrontMember", "finite", "load_federation", "load_members",
@@ -177,9 +178,9 @@ def _datasets(
     return datasets, copies
 
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+NAME = re.compile(datasets_store.NAME)
 """A member's or a data set's name: as the API's paths take a data set's."""
-MAX_GB = 1e9
+MAX_GB = datasets_store.MAX_GB
 """As the API takes a data set's size (``suanli.api.datasets``)."""
 
 

@@ -37,16 +37,12 @@ from suanli.metering.rating import rate
 from suanli.metering.simout import DEFAULT_EPOCH, parse_epoch
 from suanli.metering.usage import Attempt, UsageRecord, usage_records
 from suanli.sim.attempts import OUTCOMES
+from suanli.store.ledger import provider
 
 __all__ = ["Bill", "bill", "mean_unit_price", "provider", "region_book"]
 
 CURRENCY = "USD"
 MS_PER_HOUR = 3_600_000
-
-
-def provider(region: str) -> str:
-    """The ledger account of a region that provides capacity to others."""
-    return f"region/{region}"
 
 
 def _money(x: float | Decimal, places: str = "0.000001") -> str:

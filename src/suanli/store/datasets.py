@@ -27,6 +27,10 @@ from suanli.store.db import Target, reading, writing
 from suanli.store.schema import dataset_copies
 
 COPY_STATES = ("present", "arriving")
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}"
+"""A data set's name (a path segment of the API, a key of a federation file)."""
+MAX_GB = 1e9
+"""An exabyte: no data set is larger, and a larger figure is a mistake."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -243,6 +243,12 @@ def post_charges(target: Target, charges: Iterable[Charge], now: datetime, batch
         return insert_entries(conn, rows, bound=("recorded_at", "waste"))
 
 
+def provider(region: str) -> str:
+    """The ledger account of a region that provides capacity to others (a settlement's
+    ``org``): ``region/<name>``, in the simulated federation's bill and a live member's."""
+    return f"region/{region}"
+
+
 def settlement_key(key: str) -> str:
     """The key of the settlement of charge ``key`` (one a charge)."""
     return f"{key}!settlement"
