@@ -1,0 +1,89 @@
+"""The room the network bench's cost target would need: for a baseline's run, each GPU pool's
+price of a reference hour of work (its GPU-hour's price over its speed), the GPU-hours it
+left unused over the run's span, and what the bill would save were every unused hour of the
+pools cheaper than the pool that did most of the work to run work moved off that pool
+(docs/network.md, "The cost target"). Generous on purpose: it ignores when those hours fall,
+who may use them and how long the jobs that would fill them run, so it is a count of the
+room, not a bound.
+
+    PYTHONPATH=src python benchmarks/bench_network_room.py [--seeds 0] [--router cheapest]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from suanli.bench.network import ledger, measure
+from suanli.core.model import MILLI
+from suanli.federation.engine import FedResult, federate
+from suanli.federation.scenario import build
+from suanli.federation.settle import bill
+
+
+def pools(res: FedResult) -> list[dict[str, object]]:
+    """Per (region, GPU model): GPUs, speed, the price of a GPU-hour and of a reference
+    hour of work, and the GPU-hours its attempts held."""
+    out = []
+    for m in res.members:
+        (_, starts, ends), use = m.rep.log.arrays()
+        held: dict[str, float] = defaultdict(float)
+        for a, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            for model, milli in use.gpu_by_model(a):
+                held[model] += milli / MILLI * (e - s) / 3600.0
+        gpus: dict[str, int] = defaultdict(int)
+        speed: dict[str, float] = {}
+        for n in m.region.cluster.nodes:
+            if n.gpu_model is not None and n.gpus:
+                gpus[n.gpu_model.name] += n.gpus
+                speed[n.gpu_model.name] = n.gpu_model.speed
+        for model in sorted(gpus):
+            price = m.region.prices[model]
+            out.append({"region": m.name, "model": model, "gpus": gpus[model],
+                        "speed": speed[model], "price": price,
+                        "ref_price": price / speed[model], "held_h": held[model]})  # fmt: skip
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds")
+    ap.add_argument("--router", default="cheapest", help="the baseline whose run is counted")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    for seed in (int(x) for x in args.seeds.split(",")):
+        fed, jobs, info = build(seed=seed)
+        res = federate(fed, jobs, args.router, seed=seed)
+        b = bill(res, fed, info["homes"])  # type: ignore[arg-type]
+        with tempfile.TemporaryDirectory() as d:
+            cost = measure(res, fed, ledger(b, Path(d) / "ledger.db"), b)["cost_usd"]
+        span_h = res.horizon / 3600.0
+        rows = pools(res)
+        # The pool that did most of the work (GPU-hours at its speed) sets the price of the
+        # work that would move.
+        main_pool = max(rows, key=lambda r: r["held_h"] * r["speed"])  # type: ignore[operator]
+        ref = float(main_pool["ref_price"])  # type: ignore[arg-type]
+        print(f"seed {seed}: {args.router}: cost ${cost:,.0f} over {span_h:.1f} h; most work on "
+              f"{main_pool['region']} {main_pool['model']} (${ref:.3f} a reference hour)")  # fmt: skip
+        saving = 0.0
+        for r in rows:
+            cap = r["gpus"] * span_h  # type: ignore[operator]
+            unused = cap - r["held_h"]  # type: ignore[operator]
+            line = (f"  {r['region']:<13} {r['model']:<13} {r['gpus']:>5} GPUs  speed "
+                    f"{r['speed']:<4} ${r['price']:.3f}/GPU-h  ${r['ref_price']:.3f}/ref-h  "
+                    f"held {r['held_h']:>9,.0f} of {cap:>9,.0f} GPU-h")  # fmt: skip
+            if float(r["ref_price"]) < ref:  # type: ignore[arg-type]
+                s = unused * float(r["speed"]) * (ref - float(r["ref_price"]))  # type: ignore[arg-type]
+                saving += s
+                line += f"  unused {unused:>8,.0f}: saves ${s:>9,.0f}"
+            print(line)
+        print(f"  every unused cheaper hour filled: saves ${saving:,.0f}, the bill "
+              f"{1 - saving / cost:.3f}x; the cost target (0.8x) needs ${0.2 * cost:,.0f}")  # fmt: skip
+    print(f"{time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
