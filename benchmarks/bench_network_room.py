@@ -15,6 +15,7 @@ import argparse
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from suanli.bench.network import ledger, measure
@@ -24,9 +25,30 @@ from suanli.federation.scenario import build
 from suanli.federation.settle import bill
 
 
-def pools(res: FedResult) -> list[dict[str, object]]:
-    """Per (region, GPU model): GPUs, speed, the price of a GPU-hour and of a reference
-    hour of work, and the GPU-hours its attempts held."""
+@dataclass
+class Pool:
+    """One region's GPUs of one model, and what a run did with them."""
+
+    region: str
+    model: str
+    gpus: int
+    speed: float
+    price: float
+    """USD a GPU-hour."""
+    held_h: float
+    """GPU-hours the run's attempts held."""
+    unused_h: float = 0.0
+    saves: float = 0.0
+
+    @property
+    def ref_price(self) -> float:
+        """USD a reference hour of work: a GPU-hour's price over the GPU's speed."""
+        return self.price / self.speed
+
+
+def pools(res: FedResult) -> list[Pool]:
+    """Per (region, GPU model) of a federation run: its GPUs, speed, price and the GPU-hours
+    its attempts held."""
     out = []
     for m in res.members:
         (_, starts, ends), use = m.rep.log.arrays()
@@ -40,12 +62,24 @@ def pools(res: FedResult) -> list[dict[str, object]]:
             if n.gpu_model is not None and n.gpus:
                 gpus[n.gpu_model.name] += n.gpus
                 speed[n.gpu_model.name] = n.gpu_model.speed
-        for model in sorted(gpus):
-            price = m.region.prices[model]
-            out.append({"region": m.name, "model": model, "gpus": gpus[model],
-                        "speed": speed[model], "price": price,
-                        "ref_price": price / speed[model], "held_h": held[model]})  # fmt: skip
+        out += [Pool(m.name, model, gpus[model], speed[model], m.region.prices[model], held[model])
+                for model in sorted(gpus)]  # fmt: skip
     return out
+
+
+def room(rows: list[Pool], span_h: float) -> tuple[Pool, float]:
+    """The pool that did most of the work (GPU-hours at its speed), whose price of a
+    reference hour sets what moved work would have cost; each cheaper pool gets its
+    ``unused_h`` over ``span_h`` and what running moved work in them ``saves`` (at its speed,
+    the difference of the two prices). Returns that pool and the total saving."""
+    main_pool = max(rows, key=lambda r: r.held_h * r.speed)
+    total = 0.0
+    for r in rows:
+        if r.ref_price < main_pool.ref_price:
+            r.unused_h = max(0.0, r.gpus * span_h - r.held_h)
+            r.saves = r.unused_h * r.speed * (main_pool.ref_price - r.ref_price)
+            total += r.saves
+    return main_pool, total
 
 
 def main() -> None:
@@ -62,23 +96,16 @@ def main() -> None:
             cost = measure(res, fed, ledger(b, Path(d) / "ledger.db"), b)["cost_usd"]
         span_h = res.horizon / 3600.0
         rows = pools(res)
-        # The pool that did most of the work (GPU-hours at its speed) sets the price of the
-        # work that would move.
-        main_pool = max(rows, key=lambda r: r["held_h"] * r["speed"])  # type: ignore[operator]
-        ref = float(main_pool["ref_price"])  # type: ignore[arg-type]
+        main_pool, saving = room(rows, span_h)
         print(f"seed {seed}: {args.router}: cost ${cost:,.0f} over {span_h:.1f} h; most work on "
-              f"{main_pool['region']} {main_pool['model']} (${ref:.3f} a reference hour)")  # fmt: skip
-        saving = 0.0
+              f"{main_pool.region} {main_pool.model} (${main_pool.ref_price:.3f} a reference "
+              "hour)")  # fmt: skip
         for r in rows:
-            cap = r["gpus"] * span_h  # type: ignore[operator]
-            unused = cap - r["held_h"]  # type: ignore[operator]
-            line = (f"  {r['region']:<13} {r['model']:<13} {r['gpus']:>5} GPUs  speed "
-                    f"{r['speed']:<4} ${r['price']:.3f}/GPU-h  ${r['ref_price']:.3f}/ref-h  "
-                    f"held {r['held_h']:>9,.0f} of {cap:>9,.0f} GPU-h")  # fmt: skip
-            if float(r["ref_price"]) < ref:  # type: ignore[arg-type]
-                s = unused * float(r["speed"]) * (ref - float(r["ref_price"]))  # type: ignore[arg-type]
-                saving += s
-                line += f"  unused {unused:>8,.0f}: saves ${s:>9,.0f}"
+            line = (f"  {r.region:<13} {r.model:<13} {r.gpus:>5} GPUs  speed {r.speed:<4} "
+                    f"${r.price:.3f}/GPU-h  ${r.ref_price:.3f}/ref-h  held {r.held_h:>9,.0f} of "
+                    f"{r.gpus * span_h:>9,.0f} GPU-h")  # fmt: skip
+            if r.saves:
+                line += f"  unused {r.unused_h:>8,.0f}: saves ${r.saves:>9,.0f}"
             print(line)
         print(f"  every unused cheaper hour filled: saves ${saving:,.0f}, the bill "
               f"{1 - saving / cost:.3f}x; the cost target (0.8x) needs ${0.2 * cost:,.0f}")  # fmt: skip
