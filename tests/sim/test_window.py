@@ -109,6 +109,7 @@ def test_a_gang_across_two_models_is_split_between_them() -> None:
     gang = job("g", 0, 1000, gpus=3, tasks=2, gpu_util=0.5)
     r = simulate(two, [gang, job("z", 1000, 1, gpus=1)], FIFO)
     assert r.records.use is not None and r.records.use.mixed  # really across models
+    assert two.gpus_by_model == {"V100": 4, "M2": 4}
     for m in r.by_model.values():
         assert m.gpu_allocation == pytest.approx(3 / 4)
         assert m.gpu_utilisation == pytest.approx(3 / 8)

@@ -6,7 +6,6 @@ Registered on ``suanli bill`` by ``suanli.cli.bill``; formulas in docs/billing.m
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -56,7 +55,7 @@ def cluster_inventory(
     inventory: dict[str, int] | None = None
     source = ""
     if spec is not None:
-        inventory, source = _gpus_of(load_cluster(spec)), f"--cluster {spec}"
+        inventory, source = load_cluster(spec).gpus_by_model, f"--cluster {spec}"
     else:
         loaders: tuple[tuple[str, Callable[[str], Any]], ...] = (
             ("trace cluster", resolve_cluster),
@@ -64,7 +63,7 @@ def cluster_inventory(
         )
         for what, load in loaders:
             try:
-                inventory, source = _gpus_of(load(name)), f"{what} {name!r}"
+                inventory, source = load(name).gpus_by_model, f"{what} {name!r}"
                 break
             except (SpecError, LookupError, ValueError, OSError):
                 continue
@@ -85,14 +84,6 @@ def cluster_inventory(
             "(summary.json): pass the cluster it ran on with --cluster"
         )
     return inventory, source
-
-
-def _gpus_of(cluster: Any) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for n in cluster.nodes:
-        if n.gpus:
-            out[n.gpu_model.name] += n.gpus
-    return dict(out)
 
 
 def result_roi(

@@ -168,6 +168,15 @@ class ClusterSpec:
         return sum(n.gpus for n in self.nodes)
 
     @property
+    def gpus_by_model(self) -> dict[str, int]:
+        """GPUs per GPU model name, in order of first appearance (nodes with GPUs only)."""
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            if n.gpus and n.gpu_model is not None:
+                out[n.gpu_model.name] = out.get(n.gpu_model.name, 0) + n.gpus
+        return out
+
+    @property
     def gpu_models(self) -> tuple[GpuModel, ...]:
         """The distinct GPU models present, in order of first appearance."""
         out: dict[str, GpuModel] = {}

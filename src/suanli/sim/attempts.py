@@ -59,6 +59,24 @@ class AttemptUse:
     mixed: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     """Attempts on nodes of several GPU models: attempt index -> ((model index, milli-GPU), ...)."""
 
+    def per_model(self, values: np.ndarray) -> dict[str, float]:
+        """``values`` (one figure per attempt, such as the milli-GPU-seconds it held) summed
+        per GPU model name; an attempt across models is split by its milli-GPU on each.
+        Attempts without a GPU model are left out."""
+        out: dict[str, float] = {}
+        for m in np.unique(self.model).tolist():
+            if m >= 0:
+                out[self.models[m]] = float(values[self.model == m].sum())
+        # An attempt across models was counted under its first node's; split it by milli-GPU.
+        for a, split in self.mixed.items():
+            total = sum(milli for _, milli in split) or 1
+            first = self.models[int(self.model[a])]
+            out[first] -= float(values[a])
+            for m, milli in split:
+                name = self.models[m]
+                out[name] = out.get(name, 0.0) + float(values[a]) * milli / total
+        return out
+
     def gpu_by_model(self, a: int) -> tuple[tuple[str, int], ...]:
         """Attempt ``a``'s milli-GPU per GPU model name."""
         split = self.mixed.get(a)

@@ -411,32 +411,16 @@ def _by_model(
     cluster: ClusterSpec, rec: JobRecords, held: np.ndarray, busy: np.ndarray, span: float
 ) -> dict[str, ModelUse]:
     """Each GPU model's share of its own capacity allocated and busy over the window."""
-    gpus: dict[str, int] = {}
-    for n in cluster.nodes:
-        if n.gpus and n.gpu_model is not None:
-            gpus[n.gpu_model.name] = gpus.get(n.gpu_model.name, 0) + n.gpus
+    gpus = cluster.gpus_by_model
     if not gpus:
         return {}
     use = rec.use
     h = dict.fromkeys(gpus, 0.0)
     b = dict.fromkeys(gpus, 0.0)
     if use is not None and len(held):
-        models = use.models
-        for m in np.unique(use.model).tolist():
-            if m >= 0:
-                sel = use.model == m
-                h[models[m]] += float(held[sel].sum())
-                b[models[m]] += float(busy[sel].sum())
-        # An attempt across models was counted under its first node's; split it by milli-GPU.
-        for a in use.mixed:
-            split = use.gpu_by_model(a)
-            total = sum(milli for _, milli in split) or 1
-            first = models[int(use.model[a])]
-            h[first] -= float(held[a])
-            b[first] -= float(busy[a])
-            for name, milli in split:
-                h[name] += float(held[a]) * milli / total
-                b[name] += float(busy[a]) * milli / total
+        for total, per in ((h, use.per_model(held)), (b, use.per_model(busy))):
+            for name, v in per.items():
+                total[name] += v
     out = {}
     for name, count in gpus.items():
         cap = count * MILLI * span
